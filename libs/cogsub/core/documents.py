@@ -1,0 +1,110 @@
+"""What ingestion derives from an event: the index document and the two announcements.
+
+The shapes are the experience-capture seed's, field for field, plus ``bank_id``
+and ``fact_type`` on the index document. The index document is compact on
+purpose: it never carries reasoning traces or tool output, only a pointer
+(``object_storage_key``) back to the archived event.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from cogsub.core.events import ExperienceEvent, FactType, WireModel, format_timestamp
+
+EXPERIENCE_INDEX = "experience_events"
+SUMMARY_LENGTH = 240
+DEFAULT_SIGNAL = 0.5
+
+
+class IndexDocument(BaseModel):
+    """The associative-layer row for one memory (snake_case, as in the seed)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    event_id: str
+    timestamp: str
+    event_type: str
+    session_id: str | None
+    summary: str
+    embedding: list[float]
+    importance_score: float = Field(ge=0.0, le=1.0)
+    reward_score: float = Field(ge=0.0, le=1.0)
+    confidence: float = Field(ge=0.0, le=1.0)
+    retrieval_count: int = Field(default=0, ge=0)
+    decay_factor: float = Field(default=1.0, ge=0.0, le=1.0)
+    object_storage_key: str
+    tags: list[str]
+    bank_id: str
+    fact_type: FactType | None = None
+
+    def to_source(self) -> dict[str, Any]:
+        """The JSON body as stored in the index."""
+        return self.model_dump(mode="json")
+
+
+class EnrichedPayload(WireModel):
+    """``experience.enriched``: what consumers that extend enrichment need."""
+
+    event_id: str
+    timestamp: str
+    importance_score: float
+    embedding_dimension: int
+    object_storage_key: str
+    tags: list[str]
+
+
+class IndexedPayload(WireModel):
+    """``memory.indexed``: the memory row exists; here is where, and its archive pointer."""
+
+    event_id: str
+    timestamp: str
+    index: str
+    object_storage_key: str
+
+
+def index_document_for(
+    event: ExperienceEvent, *, embedding: list[float], importance_score: float, object_storage_key: str
+) -> IndexDocument:
+    """The compact document the seed's split puts in the associative layer."""
+    return IndexDocument(
+        event_id=event.event_id,
+        timestamp=format_timestamp(event.timestamp),
+        event_type=event.type.value,
+        session_id=event.context.session_id,
+        summary=event.input.text[:SUMMARY_LENGTH],
+        embedding=embedding,
+        importance_score=importance_score,
+        reward_score=_signal(event.evaluation.reward_score if event.evaluation else None),
+        confidence=_signal(event.internal_state.confidence if event.internal_state else None),
+        object_storage_key=object_storage_key,
+        tags=list(event.tags),
+        bank_id=event.bank_id,
+        fact_type=event.fact_type,
+    )
+
+
+def enriched_payload_for(doc: IndexDocument) -> EnrichedPayload:
+    return EnrichedPayload(
+        event_id=doc.event_id,
+        timestamp=doc.timestamp,
+        importance_score=doc.importance_score,
+        embedding_dimension=len(doc.embedding),
+        object_storage_key=doc.object_storage_key,
+        tags=doc.tags,
+    )
+
+
+def indexed_payload_for(doc: IndexDocument, *, index: str = EXPERIENCE_INDEX) -> IndexedPayload:
+    return IndexedPayload(
+        event_id=doc.event_id,
+        timestamp=doc.timestamp,
+        index=index,
+        object_storage_key=doc.object_storage_key,
+    )
+
+
+def _signal(value: float | None) -> float:
+    return DEFAULT_SIGNAL if value is None else value

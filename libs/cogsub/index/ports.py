@@ -1,0 +1,98 @@
+"""The MemoryIndex port: the associative layer (BM25 + vectors + filters).
+
+Contract every adapter keeps:
+
+- ``upsert`` is idempotent by ``event_id``: the same document twice leaves one
+  row; a changed document replaces the row. Documents are visible to search
+  when ``upsert`` returns (adapters refresh as needed).
+- Every read takes a ``bank_id`` and never returns a document of another
+  bank — not by search, filter, nor id.
+- ``search_text`` ranks by BM25 over ``summary`` (and tags); ``search_vector``
+  by cosine similarity to a unit vector. Both apply the same filters and
+  return at most ``size`` hits, best first, each with the engine's raw score.
+- ``update`` changes only the ranking signals named in the patch, atomically
+  against concurrent updates, and raises ``NotFoundError`` for a missing doc.
+- Backends that are down raise ``UnavailableError`` (retryable).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Protocol
+
+from cogsub.core.documents import IndexDocument
+from cogsub.core.events import FactType
+
+
+@dataclass(frozen=True)
+class SearchFilters:
+    """Restrictions every search applies; ``bank_id`` is mandatory on purpose."""
+
+    bank_id: str
+    fact_types: frozenset[FactType] | None = None
+    tags_any: frozenset[str] | None = None
+    since: datetime | None = None
+    until: datetime | None = None
+    min_importance: float | None = None
+
+
+@dataclass(frozen=True)
+class Hit:
+    """A document and the engine's raw score for it (BM25 or cosine)."""
+
+    document: IndexDocument
+    score: float
+
+
+@dataclass(frozen=True)
+class DocumentPatch:
+    """A partial update of ranking signals; ``None`` leaves a field alone."""
+
+    importance_score: float | None = None
+    decay_factor: float | None = None
+    retrieval_count: int | None = None
+    retrieval_count_increment: int = 0
+
+
+class MemoryIndex(Protocol):
+    """Compact memory documents, searchable by text and by vector."""
+
+    async def ensure(self, *, dimension: int) -> None:
+        """Create the index for vectors of ``dimension`` if missing (idempotent)."""
+        ...
+
+    async def upsert(self, documents: Sequence[IndexDocument]) -> None:
+        """Insert or replace documents by ``event_id``."""
+        ...
+
+    async def get(self, bank_id: str, event_id: str) -> IndexDocument | None:
+        """The document ``event_id`` of ``bank_id``, or ``None``."""
+        ...
+
+    async def search_text(self, query: str, filters: SearchFilters, *, size: int) -> list[Hit]:
+        """BM25 hits for ``query``."""
+        ...
+
+    async def search_vector(
+        self, vector: Sequence[float], filters: SearchFilters, *, size: int
+    ) -> list[Hit]:
+        """Nearest documents to ``vector`` by cosine similarity."""
+        ...
+
+    async def update(self, bank_id: str, event_id: str, patch: DocumentPatch) -> IndexDocument:
+        """Apply ``patch`` and return the updated document."""
+        ...
+
+    async def delete(self, bank_id: str, event_id: str) -> bool:
+        """Remove a document; ``True`` if it existed."""
+        ...
+
+    async def count(self, bank_id: str | None = None) -> int:
+        """Documents in ``bank_id``, or in all banks."""
+        ...
+
+    async def close(self) -> None:
+        """Release connections and caches."""
+        ...

@@ -1,0 +1,43 @@
+"""Shared fixtures: a clean environment for every test, unique names, server fixtures."""
+
+from __future__ import annotations
+
+import os
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+pytest_plugins = [
+    "tests.fixtures.kafka",
+    "tests.fixtures.s3",
+    "tests.fixtures.opensearch",
+    "tests.fixtures.embedding_server",
+]
+
+# Variables that point tests at external servers survive the clean-up on purpose.
+_KEPT = ("PATH", "HOME", "TMPDIR", "LANG", "LC_ALL", "VIRTUAL_ENV", "PYTHONPATH", "CI")
+_EXTERNAL_PREFIXES = ("KAFKA_", "S3_", "OPENSEARCH_", "AWS_", "COGSUB_TEST_")
+
+
+@pytest.fixture(autouse=True)
+def clean_environ(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    for name in list(os.environ):
+        if name in _KEPT or name.startswith(_EXTERNAL_PREFIXES):
+            continue
+        monkeypatch.delenv(name)
+    yield
+
+
+@pytest.fixture
+def unique_name() -> str:
+    """A fresh name for a topic, index, prefix or bank."""
+    return f"t{uuid.uuid4().hex[:12]}"
+
+
+@pytest.fixture
+def data_dir(tmp_path: Path) -> Path:
+    path = tmp_path / "data"
+    path.mkdir()
+    return path
