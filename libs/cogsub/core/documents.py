@@ -66,7 +66,11 @@ class IndexedPayload(WireModel):
 
 
 def index_document_for(
-    event: ExperienceEvent, *, embedding: list[float], importance_score: float, object_storage_key: str
+    event: ExperienceEvent,
+    *,
+    embedding: list[float],
+    importance_score: float,
+    object_storage_key: str,
 ) -> IndexDocument:
     """The compact document the seed's split puts in the associative layer."""
     return IndexDocument(

@@ -80,9 +80,13 @@ def _check_safe_id(value: str) -> str:
 SafeId = Annotated[
     str, Field(min_length=1, max_length=MAX_ID_LENGTH), AfterValidator(_check_safe_id)
 ]
+
+
 def _require_iso_text(value: object) -> object:
     if not isinstance(value, str):
-        raise ValueError("must be an ISO-8601 string with a timezone, e.g. 2026-05-08T22:31:25.237Z")
+        raise ValueError(
+            "must be an ISO-8601 string with a timezone, e.g. 2026-05-08T22:31:25.237Z"
+        )
     return value
 
 
@@ -213,7 +217,9 @@ def parse_event(raw: bytes | str) -> ExperienceEvent:
     """Parse and validate one event from JSON, raising InvalidEventError."""
     size = len(raw.encode() if isinstance(raw, str) else raw)
     if size > MAX_EVENT_BYTES:
-        raise InvalidEventError([FieldProblem("(event)", f"must be at most {MAX_EVENT_BYTES} bytes")])
+        raise InvalidEventError(
+            [FieldProblem("(event)", f"must be at most {MAX_EVENT_BYTES} bytes")]
+        )
     try:
         data = json.loads(raw)
     except (UnicodeDecodeError, json.JSONDecodeError) as exc:

@@ -1,0 +1,44 @@
+"""structlog configuration: human-readable on a terminal, JSON lines otherwise."""
+
+from __future__ import annotations
+
+import logging
+import sys
+from typing import Literal
+
+import structlog
+
+LogFormat = Literal["auto", "console", "json"]
+
+_LEVELS = {"debug": logging.DEBUG, "info": logging.INFO, "warning": logging.WARNING}
+
+
+def configure_logging(
+    *, format: LogFormat = "auto", level: str = "info", stream: object = None
+) -> None:
+    """Route structlog (and stdlib logging) to ``stream`` (default stderr)."""
+    out = stream if stream is not None else sys.stderr
+    use_console = format == "console" or (
+        format == "auto" and hasattr(out, "isatty") and out.isatty()
+    )
+    renderer: structlog.types.Processor = (
+        structlog.dev.ConsoleRenderer(colors=use_console and format != "json")
+        if use_console
+        else structlog.processors.JSONRenderer()
+    )
+    numeric = _LEVELS.get(level, logging.ERROR if level == "error" else logging.INFO)
+    structlog.configure(
+        processors=[
+            structlog.contextvars.merge_contextvars,
+            structlog.processors.add_log_level,
+            structlog.processors.TimeStamper(fmt="iso", utc=True),
+            structlog.processors.StackInfoRenderer(),
+            # The console renderer formats exceptions itself and warns if they arrive pre-formatted.
+            *([] if use_console else [structlog.processors.format_exc_info]),
+            renderer,
+        ],
+        wrapper_class=structlog.make_filtering_bound_logger(numeric),
+        logger_factory=structlog.PrintLoggerFactory(file=out),  # type: ignore[arg-type]
+        cache_logger_on_first_use=False,
+    )
+    logging.basicConfig(level=max(numeric, logging.WARNING), stream=out)  # type: ignore[arg-type]

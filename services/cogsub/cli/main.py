@@ -1,0 +1,110 @@
+"""Argument parsing and dispatch; each command lives in its own module."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+
+from pydantic import ValidationError
+from rich.console import Console
+
+from cogsub.core import CogsubError
+from cogsub.runtime import Settings
+from cogsub.telemetry import configure_logging
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="cogsub", description="Cognitive Substrate memory.")
+    parser.add_argument("--data-dir", type=Path, help="embedded data directory (default ./data)")
+    parser.add_argument(
+        "--embedder", choices=["minilm", "hash", "openai"], help="override COGSUB_EMBEDDER__KIND"
+    )
+    sub = parser.add_subparsers(dest="command", required=True)
+    demo = sub.add_parser("demo", help="the seed's Stage 1 demo, writing artifacts to --out")
+    demo.add_argument("--out", type=Path, default=Path("out"), help="artifact directory")
+    run = sub.add_parser("run", help="run the stack until Ctrl-C")
+    run.add_argument("--no-samples", action="store_true", help="do not seed the sample events")
+    publish = sub.add_parser("publish", help="publish events (JSON array or JSON lines)")
+    publish.add_argument("source", help="a file path, or - for standard input")
+    status = sub.add_parser("status", help="offsets, lag, archive and index counts")
+    status.add_argument("--json", action="store_true", help="print one JSON object")
+    return parser
+
+
+def _settings(args: argparse.Namespace) -> Settings:
+    settings = Settings()
+    update: dict[str, object] = {}
+    if args.data_dir is not None:
+        update["data_dir"] = args.data_dir
+    if args.embedder is not None:
+        update["embedder"] = settings.embedder.model_copy(update={"kind": args.embedder})
+    return settings.model_copy(update=update)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point of the `cogsub` console script; returns the exit code."""
+    args = _parser().parse_args(argv)
+    console = Console(highlight=False, soft_wrap=True)
+    try:
+        settings = _settings(args)
+    except ValidationError as exc:
+        print(f"cogsub: invalid settings: {exc}", file=sys.stderr)
+        return 2
+    configure_logging(format=settings.log_format, level=settings.log_level)
+    try:
+        return _dispatch(args, settings, console)
+    except CogsubError as exc:
+        print(f"cogsub: {exc}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        return 130
+
+
+def _dispatch(args: argparse.Namespace, settings: Settings, console: Console) -> int:
+    if args.command == "demo":
+        from cogsub.cli.demo import run_demo
+
+        summary = run_demo(args.out)
+        console.print_json(json.dumps(summary))
+        console.print(f"artifacts written to {args.out}/")
+        return 0 if summary["ok"] else 1
+    if args.command == "run":
+        from cogsub.cli.run import SAMPLES, run_stack
+
+        samples = None if args.no_samples or not SAMPLES.exists() else SAMPLES.read_text()
+        asyncio.run(run_stack(settings, console, samples=samples))
+        return 0
+    if args.command == "publish":
+        return asyncio.run(_publish(settings, args.source, console))
+    if args.command == "status":
+        from cogsub.cli.status import show_status
+
+        quiet = Console(file=sys.stderr) if args.json else console
+        result = asyncio.run(show_status(settings, quiet))
+        if args.json:
+            print(json.dumps(result))
+        return 0
+    raise AssertionError(args.command)
+
+
+async def _publish(settings: Settings, source: str, console: Console) -> int:
+    from cogsub.cli.events_file import parse_events_text
+    from cogsub.cli.publish import print_report, publish_events, read_source
+    from cogsub.runtime.wiring import build_bus
+
+    try:
+        text = read_source(source)
+    except OSError as exc:
+        print(f"cogsub: cannot read {source}: {exc.strerror}", file=sys.stderr)
+        return 2
+    bus = build_bus(settings)
+    try:
+        report = await publish_events(bus, list(parse_events_text(text)), console)
+    finally:
+        await bus.close()
+    print_report(report, console)
+    return 0 if not report.rejected else 3

@@ -1,0 +1,123 @@
+"""Pure steps of Stage 1 ingestion: no I/O, so every rule is tested without servers."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass
+from enum import StrEnum
+from typing import Any
+
+from cogsub.bus.ports import Headers, Record
+from cogsub.core.errors import FieldProblem, InvalidEventError
+from cogsub.core.events import ArchivedEvent, EventInput, ExperienceEvent, parse_event
+
+# Fields ingestion derives; two events that differ only here are the same experience.
+_DERIVED_FIELDS = ("importanceScore", "objectStorageKey")
+
+DLQ_REASON_HEADER = "cogsub-dlq-reason"
+DLQ_KIND_HEADER = "cogsub-dlq-kind"
+DLQ_SOURCE_HEADER = "cogsub-dlq-source"
+
+
+class Stage(StrEnum):
+    """The ordered boundaries of one ingestion pass (the seed's trace stages)."""
+
+    RECEIVE = "receive"
+    EMBED = "embed"
+    SCORE = "score"
+    KEY = "key"
+    ARCHIVE = "archive"
+    INDEX = "index"
+    EMIT = "emit"
+    COMMIT = "commit"
+
+
+class RejectionKind(StrEnum):
+    INVALID = "invalid"
+    CONFLICT = "conflict"
+    FAILED = "failed"
+
+
+@dataclass(frozen=True)
+class Rejection:
+    """A record that goes to the dead-letter topic, and why."""
+
+    record: Record
+    kind: RejectionKind
+    reason: str
+
+
+@dataclass(frozen=True)
+class Accepted:
+    record: Record
+    event: ExperienceEvent
+
+
+def receive(record: Record, *, dimension: int) -> Accepted | Rejection:
+    """Parse and validate one raw record against the schema and the embedder's dimension."""
+    try:
+        event = parse_event(record.value)
+    except InvalidEventError as exc:
+        return Rejection(record, RejectionKind.INVALID, str(exc))
+    supplied = len(event.input.embedding)
+    if supplied and supplied != dimension:
+        problem = FieldProblem(
+            "input.embedding", f"must be empty or have {dimension} dimensions, got {supplied}"
+        )
+        return Rejection(record, RejectionKind.INVALID, str(problem))
+    return Accepted(record, event)
+
+
+def archived_event_for(
+    event: ExperienceEvent, *, embedding: list[float], importance_score: float, key: str
+) -> ArchivedEvent:
+    """The full event as the archive keeps it: embedding filled in, score and key set."""
+    data = event.model_dump()
+    data["input"] = EventInput(
+        text=event.input.text, embedding=embedding, structured=event.input.structured
+    )
+    data["importance_score"] = importance_score
+    return ArchivedEvent(**data, object_storage_key=key)
+
+
+def archive_body(archived: ArchivedEvent) -> bytes:
+    """Compact UTF-8 JSON of the archived event, wire field names."""
+    return json.dumps(archived.to_wire(), ensure_ascii=False, separators=(",", ":")).encode()
+
+
+def same_experience(incoming: ExperienceEvent, archived: ArchivedEvent) -> bool:
+    """Whether ``archived`` holds ``incoming`` (ignoring what ingestion derived)."""
+    return _comparable(incoming.to_wire(), keep_embedding=bool(incoming.input.embedding)) == (
+        _comparable(archived.to_wire(), keep_embedding=bool(incoming.input.embedding))
+    )
+
+
+def _comparable(wire: dict[str, Any], *, keep_embedding: bool) -> dict[str, Any]:
+    body = {k: v for k, v in wire.items() if k not in _DERIVED_FIELDS}
+    if not keep_embedding:
+        body["input"] = {k: v for k, v in body["input"].items() if k != "embedding"}
+    return body
+
+
+def dlq_headers(rejection: Rejection) -> Headers:
+    """The original headers, then why and from where the record was dead-lettered."""
+    record = rejection.record
+    source = f"{record.topic}/{record.partition}/{record.offset}"
+    return (
+        *record.headers,
+        (DLQ_KIND_HEADER, rejection.kind.value.encode()),
+        (DLQ_REASON_HEADER, rejection.reason.encode()),
+        (DLQ_SOURCE_HEADER, source.encode()),
+    )
+
+
+def first_of_each_id(accepted: Sequence[Accepted]) -> tuple[list[Accepted], list[Accepted]]:
+    """Split a batch into the first record of each event id and the repeats after it."""
+    seen: set[str] = set()
+    firsts: list[Accepted] = []
+    repeats: list[Accepted] = []
+    for item in accepted:
+        (repeats if item.event.event_id in seen else firsts).append(item)
+        seen.add(item.event.event_id)
+    return firsts, repeats

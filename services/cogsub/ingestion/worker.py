@@ -1,0 +1,297 @@
+"""The Stage 1 ingestion worker: experience.raw → archive + index → announcements.
+
+A batch moves through the seed's stages in order and is committed last, so a
+crash anywhere before the commit means the batch is delivered again. Every
+effect is idempotent on redelivery: the archive refuses a second write (and
+the worker then checks the stored object is the same experience), the index
+upserts by event id, and announcements are at-least-once.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import random
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass, field
+from typing import TypeVar
+
+import structlog
+
+from cogsub.archive.ports import ArchiveStore
+from cogsub.bus.ports import Consumer, EventBus, Record
+from cogsub.core.documents import (
+    EXPERIENCE_INDEX,
+    IndexDocument,
+    enriched_payload_for,
+    index_document_for,
+    indexed_payload_for,
+)
+from cogsub.core.errors import CogsubError, ConfigurationError, ObjectExistsError
+from cogsub.core.events import ArchivedEvent
+from cogsub.core.importance import score_importance
+from cogsub.core.keys import object_key_for
+from cogsub.core.topics import (
+    EXPERIENCE_ENRICHED,
+    EXPERIENCE_RAW,
+    EXPERIENCE_RAW_DLQ,
+    MEMORY_INDEXED,
+    STAGE1_TOPICS,
+)
+from cogsub.embeddings.ports import Embedder
+from cogsub.index.ports import MemoryIndex
+from cogsub.ingestion.pipeline import (
+    Accepted,
+    Rejection,
+    RejectionKind,
+    Stage,
+    archive_body,
+    archived_event_for,
+    dlq_headers,
+    first_of_each_id,
+    receive,
+    same_experience,
+)
+
+log = structlog.get_logger("cogsub.ingestion")
+T = TypeVar("T")
+
+StageObserver = Callable[[Stage, Sequence[str]], None]
+"""Called as each stage of a batch completes, with the event ids it covered."""
+
+
+@dataclass(frozen=True)
+class RetryPolicy:
+    """Backoff for retryable failures; the batch is retried until it succeeds."""
+
+    initial_s: float = 0.1
+    max_s: float = 5.0
+    multiplier: float = 2.0
+
+    def delay(self, attempt: int) -> float:
+        base = min(self.max_s, self.initial_s * self.multiplier**attempt)
+        return base * (0.5 + random.random() / 2)
+
+
+@dataclass
+class BatchOutcome:
+    """What one batch did, for progress output and tests."""
+
+    indexed: list[IndexDocument] = field(default_factory=list)
+    rejected: list[Rejection] = field(default_factory=list)
+
+
+class IngestionWorker:
+    """Consumes experience.raw and makes every event durable and discoverable."""
+
+    def __init__(
+        self,
+        *,
+        bus: EventBus,
+        archive: ArchiveStore,
+        index: MemoryIndex,
+        embedder: Embedder,
+        group: str = "ingestion",
+        batch_size: int = 256,
+        poll_timeout_s: float = 0.5,
+        retry: RetryPolicy | None = None,
+        observer: StageObserver | None = None,
+        index_name: str = EXPERIENCE_INDEX,
+    ) -> None:
+        self._bus = bus
+        self._archive = archive
+        self._index = index
+        self._embedder = embedder
+        self._group = group
+        self._batch_size = batch_size
+        self._poll_timeout_s = poll_timeout_s
+        self._retry = retry or RetryPolicy()
+        self._observer = observer
+        self._index_name = index_name
+
+    async def prepare(self) -> None:
+        """Create topics and the index if missing (idempotent)."""
+        await self._bus.ensure_topics(STAGE1_TOPICS)
+        await self._index.ensure(dimension=self._embedder.dimension)
+
+    async def run(
+        self,
+        stop: asyncio.Event,
+        *,
+        on_batch: Callable[[BatchOutcome], None] | None = None,
+    ) -> None:
+        """Consume until ``stop`` is set; the batch in hand is finished and committed first."""
+        consumer = self._bus.consumer([EXPERIENCE_RAW], group=self._group)
+        try:
+            while not stop.is_set():
+                records = await consumer.poll(
+                    max_records=self._batch_size, timeout_s=self._poll_timeout_s
+                )
+                if not records:
+                    continue
+                outcome = await self.process(records, consumer)
+                if on_batch is not None:
+                    on_batch(outcome)
+        finally:
+            await consumer.close()
+
+    async def process(self, records: Sequence[Record], consumer: Consumer) -> BatchOutcome:
+        """Run one batch to its commit; a record that cannot be processed is dead-lettered."""
+        outcome = await self._process_isolating(records)
+        await consumer.commit(records)
+        self._observe(Stage.COMMIT, [d.event_id for d in outcome.indexed])
+        return outcome
+
+    async def _process_isolating(self, records: Sequence[Record]) -> BatchOutcome:
+        """Process the batch; if it fails for good, find the culprit record by record."""
+        try:
+            return await self._retrying(lambda: self._process_once(records))
+        except ConfigurationError:
+            raise  # wrong settings fail every record alike: stop loudly, dead-letter nothing
+        except Exception as exc:  # a poison record must never stop the partition
+            if len(records) > 1:
+                log.warning("ingestion_batch_split", error=str(exc), size=len(records))
+                outcome = BatchOutcome()
+                for record in records:
+                    single = await self._process_isolating([record])
+                    outcome.indexed += single.indexed
+                    outcome.rejected += single.rejected
+                return outcome
+            log.exception("ingestion_record_failed", offset=records[0].offset)
+            rejection = Rejection(records[0], RejectionKind.FAILED, f"{type(exc).__name__}: {exc}")
+            await self._retrying(lambda: self._announce([], [rejection]))
+            return BatchOutcome(rejected=[rejection])
+
+    async def _retrying(self, step: Callable[[], Awaitable[T]]) -> T:
+        """Run ``step`` until it succeeds or fails with a non-retryable error."""
+        attempt = 0
+        while True:
+            try:
+                return await step()
+            except CogsubError as exc:
+                if not exc.retryable:
+                    raise
+                delay = self._retry.delay(attempt)
+                log.warning("ingestion_step_retry", error=str(exc), attempt=attempt, delay_s=delay)
+                attempt += 1
+                await asyncio.sleep(delay)
+
+    async def _process_once(self, records: Sequence[Record]) -> BatchOutcome:
+        outcome = BatchOutcome()
+        accepted: list[Accepted] = []
+        for record in records:
+            item = receive(record, dimension=self._embedder.dimension)
+            if isinstance(item, Accepted):
+                accepted.append(item)
+            else:
+                outcome.rejected.append(item)
+        self._observe(Stage.RECEIVE, [a.event.event_id for a in accepted])
+        firsts, repeats = first_of_each_id(accepted)
+        archived = await self._derive(firsts)
+        stored = await self._archive_all(firsts, archived, outcome)
+        docs = [_document(a) for a in stored]
+        if docs:
+            await self._index.upsert(docs)
+        self._observe(Stage.INDEX, [d.event_id for d in docs])
+        await self._announce(docs, outcome.rejected)
+        outcome.indexed = docs
+        if repeats:
+            # A repeat of an id in the same batch meets the archive like any redelivery.
+            again = await self._process_once([r.record for r in repeats])
+            outcome.indexed += again.indexed
+            outcome.rejected += again.rejected
+        return outcome
+
+    async def _derive(self, items: Sequence[Accepted]) -> list[ArchivedEvent]:
+        """Embed (batched), score and key every accepted event."""
+        events = [a.event for a in items]
+        missing = [e for e in events if not e.input.embedding]
+        vectors = await self._embedder.embed([e.input.text for e in missing]) if missing else []
+        computed = {e.event_id: v for e, v in zip(missing, vectors, strict=True)}
+        ids = [e.event_id for e in events]
+        self._observe(Stage.EMBED, ids)
+        scores = [score_importance(e) for e in events]
+        self._observe(Stage.SCORE, ids)
+        keys = [object_key_for(e) for e in events]
+        self._observe(Stage.KEY, ids)
+        return [
+            archived_event_for(
+                e,
+                embedding=computed.get(e.event_id, list(e.input.embedding)),
+                importance_score=score,
+                key=key,
+            )
+            for e, score, key in zip(events, scores, keys, strict=True)
+        ]
+
+    async def _archive_all(
+        self, items: Sequence[Accepted], archived: Sequence[ArchivedEvent], outcome: BatchOutcome
+    ) -> list[ArchivedEvent]:
+        results = await asyncio.gather(*(self._archive_one(a) for a in archived))
+        stored: list[ArchivedEvent] = []
+        for item, result in zip(items, results, strict=True):
+            if isinstance(result, ArchivedEvent) and same_experience(item.event, result):
+                stored.append(result)
+            elif isinstance(result, ArchivedEvent):
+                outcome.rejected.append(_conflict(item, result.object_storage_key))
+        self._observe(Stage.ARCHIVE, [a.event_id for a in stored])
+        return stored
+
+    async def _archive_one(self, archived: ArchivedEvent) -> ArchivedEvent:
+        """Write once; on redelivery, the stored object is the truth to index from."""
+        key = archived.object_storage_key
+        try:
+            await self._archive.put_once(key, archive_body(archived))
+            return archived
+        except ObjectExistsError:
+            return ArchivedEvent.model_validate_json(await self._archive.get(key))
+
+    async def _announce(self, docs: Sequence[IndexDocument], rejected: Sequence[Rejection]) -> None:
+        publishes = []
+        for doc in docs:
+            key = doc.event_id.encode()
+            enriched = enriched_payload_for(doc).to_wire()
+            indexed = indexed_payload_for(doc, index=self._index_name).to_wire()
+            publishes.append(self._bus.publish(EXPERIENCE_ENRICHED, _json(enriched), key=key))
+            publishes.append(self._bus.publish(MEMORY_INDEXED, _json(indexed), key=key))
+        for rejection in rejected:
+            record = rejection.record
+            publishes.append(
+                self._bus.publish(
+                    EXPERIENCE_RAW_DLQ, record.value, key=record.key, headers=dlq_headers(rejection)
+                )
+            )
+            log.warning(
+                "event_dead_lettered",
+                kind=rejection.kind.value,
+                reason=rejection.reason,
+                partition=record.partition,
+                offset=record.offset,
+            )
+        await asyncio.gather(*publishes)
+        self._observe(Stage.EMIT, [d.event_id for d in docs])
+
+    def _observe(self, stage: Stage, event_ids: Sequence[str]) -> None:
+        if self._observer is not None:
+            self._observer(stage, event_ids)
+
+
+def _document(archived: ArchivedEvent) -> IndexDocument:
+    return index_document_for(
+        archived,
+        embedding=list(archived.input.embedding),
+        importance_score=archived.importance_score,
+        object_storage_key=archived.object_storage_key,
+    )
+
+
+def _conflict(item: Accepted, key: str) -> Rejection:
+    reason = (
+        f"eventId: {item.event.event_id!r} is already archived at {key} with different "
+        "content; an archived event is never overwritten"
+    )
+    return Rejection(item.record, RejectionKind.CONFLICT, reason)
+
+
+def _json(payload: dict[str, object]) -> bytes:
+    return json.dumps(payload, separators=(",", ":")).encode()

@@ -1,0 +1,6 @@
+"""Process wiring: settings in, adapters out."""
+
+from cogsub.runtime.settings import Settings
+from cogsub.runtime.wiring import Stack, build_embedder, open_stack
+
+__all__ = ["Settings", "Stack", "build_embedder", "open_stack"]

@@ -1,0 +1,81 @@
+"""One settings object per process, read from ``COGSUB_*`` environment variables.
+
+Only entrypoints build it; libraries take explicit arguments. Nested fields use
+``__`` (``COGSUB_EMBEDDER__KIND=hash``, ``COGSUB_KAFKA__BOOTSTRAP_SERVERS=...``).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Literal
+
+from pydantic import BaseModel, Field, SecretStr
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+
+class EmbedderSettings(BaseModel):
+    kind: Literal["minilm", "hash", "openai"] = "minilm"
+    hash_dimension: int = Field(default=8, ge=2, le=4096)
+    batch_size: int = Field(default=64, ge=1, le=2048)
+    threads: int | None = Field(default=None, ge=1, description="onnxruntime intra-op threads")
+    openai_base_url: str = "http://127.0.0.1:8080"
+    openai_model: str = "text-embedding-3-small"
+    openai_api_key: SecretStr | None = None
+    openai_dimension: int = Field(default=1536, ge=2, le=4096)
+
+
+class KafkaSettings(BaseModel):
+    bootstrap_servers: str = "127.0.0.1:9092"
+    client_id: str = "cogsub"
+    replication_factor: int = Field(default=1, ge=1)
+
+
+class S3Settings(BaseModel):
+    endpoint_url: str | None = None
+    bucket: str = "cogsub-archive"
+    region: str = "us-east-1"
+    access_key_id: str | None = None
+    secret_access_key: SecretStr | None = None
+
+
+class OpenSearchSettings(BaseModel):
+    url: str = "http://127.0.0.1:9200"
+    index: str = "experience_events"
+    username: str | None = None
+    password: SecretStr | None = None
+
+
+class IngestionSettings(BaseModel):
+    group: str = "ingestion"
+    batch_size: int = Field(default=256, ge=1, le=10_000)
+    poll_timeout_s: float = Field(default=0.5, gt=0, le=30)
+
+
+class Settings(BaseSettings):
+    """Everything a Cognitive Substrate process can be told from outside."""
+
+    model_config = SettingsConfigDict(
+        env_prefix="COGSUB_", env_nested_delimiter="__", extra="ignore"
+    )
+
+    backend: Literal["embedded", "distributed"] = "embedded"
+    data_dir: Path = Path("data")
+    log_format: Literal["auto", "console", "json"] = "auto"
+    log_level: Literal["debug", "info", "warning", "error"] = "info"
+    embedder: EmbedderSettings = Field(default_factory=EmbedderSettings)
+    kafka: KafkaSettings = Field(default_factory=KafkaSettings)
+    s3: S3Settings = Field(default_factory=S3Settings)
+    opensearch: OpenSearchSettings = Field(default_factory=OpenSearchSettings)
+    ingestion: IngestionSettings = Field(default_factory=IngestionSettings)
+
+    @property
+    def bus_path(self) -> Path:
+        return self.data_dir / "bus.sqlite3"
+
+    @property
+    def archive_root(self) -> Path:
+        return self.data_dir / "archive"
+
+    @property
+    def index_path(self) -> Path:
+        return self.data_dir / "index.sqlite3"

@@ -1,0 +1,112 @@
+"""The one place a process turns settings into adapters.
+
+Embedded and distributed differ only here: services receive ports and never
+know which adapter stands behind them.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from cogsub.archive.ports import ArchiveStore
+from cogsub.bus.ports import EventBus
+from cogsub.embeddings.ports import Embedder
+from cogsub.index.ports import MemoryIndex
+from cogsub.runtime.settings import EmbedderSettings, Settings
+
+
+@dataclass
+class Stack:
+    """The four ports a worker or the API runs on, owned together."""
+
+    settings: Settings
+    bus: EventBus
+    archive: ArchiveStore
+    index: MemoryIndex
+    embedder: Embedder
+
+    async def aclose(self) -> None:
+        """Close every adapter, last opened first."""
+        await self.embedder.close()
+        await self.index.close()
+        await self.archive.close()
+        await self.bus.close()
+
+
+def build_embedder(settings: EmbedderSettings) -> Embedder:
+    """The embedder the settings name."""
+    if settings.kind == "hash":
+        from cogsub.embeddings.hash import HashEmbedder
+
+        return HashEmbedder(dimension=settings.hash_dimension)
+    if settings.kind == "minilm":
+        from cogsub.embeddings.minilm import MiniLMEmbedder
+
+        return MiniLMEmbedder(batch_size=settings.batch_size, threads=settings.threads)
+    from cogsub.embeddings.openai import OpenAIEmbedder
+
+    key = settings.openai_api_key.get_secret_value() if settings.openai_api_key else None
+    return OpenAIEmbedder(
+        base_url=settings.openai_base_url,
+        model=settings.openai_model,
+        api_key=key,
+        dimension=settings.openai_dimension,
+    )
+
+
+def build_bus(settings: Settings) -> EventBus:
+    if settings.backend == "embedded":
+        from cogsub.bus.sqlite import SqliteEventBus
+
+        settings.data_dir.mkdir(parents=True, exist_ok=True)
+        return SqliteEventBus(settings.bus_path)
+    from cogsub.bus.kafka import KafkaEventBus
+
+    return KafkaEventBus(
+        bootstrap_servers=settings.kafka.bootstrap_servers,
+        client_id=settings.kafka.client_id,
+    )
+
+
+def build_archive(settings: Settings) -> ArchiveStore:
+    if settings.backend == "embedded":
+        from cogsub.archive.filesystem import FilesystemArchive
+
+        return FilesystemArchive(settings.archive_root)
+    from cogsub.archive.s3 import S3Archive
+
+    s3 = settings.s3
+    secret = s3.secret_access_key.get_secret_value() if s3.secret_access_key else None
+    return S3Archive(
+        bucket=s3.bucket,
+        endpoint_url=s3.endpoint_url,
+        region=s3.region,
+        access_key_id=s3.access_key_id,
+        secret_access_key=secret,
+    )
+
+
+def build_index(settings: Settings) -> MemoryIndex:
+    if settings.backend == "embedded":
+        from cogsub.index.sqlite import SqliteMemoryIndex
+
+        settings.data_dir.mkdir(parents=True, exist_ok=True)
+        return SqliteMemoryIndex(settings.index_path)
+    from cogsub.index.opensearch import OpenSearchMemoryIndex
+
+    os_ = settings.opensearch
+    password = os_.password.get_secret_value() if os_.password else None
+    return OpenSearchMemoryIndex(
+        url=os_.url, index=os_.index, username=os_.username, password=password
+    )
+
+
+def open_stack(settings: Settings, *, embedder: Embedder | None = None) -> Stack:
+    """Adapters for ``settings``; the caller closes the stack."""
+    return Stack(
+        settings=settings,
+        bus=build_bus(settings),
+        archive=build_archive(settings),
+        index=build_index(settings),
+        embedder=embedder or build_embedder(settings.embedder),
+    )
