@@ -8,6 +8,8 @@ from typing import Literal
 
 import structlog
 
+from cogsub.telemetry.tracing import add_trace_ids
+
 LogFormat = Literal["auto", "console", "json"]
 
 _LEVELS = {"debug": logging.DEBUG, "info": logging.INFO, "warning": logging.WARNING}
@@ -30,6 +32,7 @@ def configure_logging(
     structlog.configure(
         processors=[
             structlog.contextvars.merge_contextvars,
+            add_trace_ids,
             structlog.processors.add_log_level,
             structlog.processors.TimeStamper(fmt="iso", utc=True),
             structlog.processors.StackInfoRenderer(),

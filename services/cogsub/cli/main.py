@@ -108,3 +108,7 @@ async def _publish(settings: Settings, source: str, console: Console) -> int:
         await bus.close()
     print_report(report, console)
     return 0 if not report.rejected else 3
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

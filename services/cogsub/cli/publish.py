@@ -8,12 +8,15 @@ import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from opentelemetry.trace import SpanKind
 from rich.console import Console
 from rich.progress import Progress
 
 from cogsub.bus.ports import EventBus
 from cogsub.cli.events_file import ParsedLine
 from cogsub.core import EXPERIENCE_RAW, STAGE1_TOPICS, ExperienceEvent
+from cogsub.telemetry import attributes as attr
+from cogsub.telemetry import headers_with_context, tracer
 
 CHUNK = 500
 PROGRESS_THRESHOLD = 1_000
@@ -53,7 +56,17 @@ async def publish_events(bus: EventBus, lines: list[ParsedLine], console: Consol
 
 async def _publish_one(bus: EventBus, event: ExperienceEvent) -> None:
     body = json.dumps(event.to_wire(), ensure_ascii=False, separators=(",", ":")).encode()
-    await bus.publish(EXPERIENCE_RAW, body, key=event.event_id.encode())
+    attributes = {
+        attr.MESSAGING_DESTINATION_NAME: EXPERIENCE_RAW,
+        attr.MESSAGING_OPERATION_TYPE: "send",
+        attr.COG_EVENT_ID: event.event_id,
+    }
+    with tracer().start_as_current_span(
+        "experience.publish", kind=SpanKind.PRODUCER, attributes=attributes
+    ):
+        await bus.publish(
+            EXPERIENCE_RAW, body, key=event.event_id.encode(), headers=headers_with_context()
+        )
 
 
 def print_report(report: PublishReport, console: Console) -> None:

@@ -52,6 +52,8 @@ from cogsub.ingestion.pipeline import (
     receive,
     same_experience,
 )
+from cogsub.ingestion.tracing import BatchTrace
+from cogsub.telemetry.tracing import headers_with_context
 
 log = structlog.get_logger("cogsub.ingestion")
 T = TypeVar("T")
@@ -97,6 +99,7 @@ class IngestionWorker:
         retry: RetryPolicy | None = None,
         observer: StageObserver | None = None,
         index_name: str = EXPERIENCE_INDEX,
+        messaging_system: str = "sqlite",
     ) -> None:
         self._bus = bus
         self._archive = archive
@@ -108,6 +111,7 @@ class IngestionWorker:
         self._retry = retry or RetryPolicy()
         self._observer = observer
         self._index_name = index_name
+        self._messaging_system = messaging_system
 
     async def prepare(self) -> None:
         """Create topics and the index if missing (idempotent)."""
@@ -159,7 +163,11 @@ class IngestionWorker:
                 return outcome
             log.exception("ingestion_record_failed", offset=records[0].offset)
             rejection = Rejection(records[0], RejectionKind.FAILED, f"{type(exc).__name__}: {exc}")
-            await self._retrying(lambda: self._announce([], [rejection]))
+            spans = self._batch_trace()
+            try:
+                await self._retrying(lambda: self._announce([], [rejection], spans))
+            finally:
+                spans.end()
             return BatchOutcome(rejected=[rejection])
 
     async def _retrying(self, step: Callable[[], Awaitable[T]]) -> T:
@@ -179,21 +187,31 @@ class IngestionWorker:
     async def _process_once(self, records: Sequence[Record]) -> BatchOutcome:
         outcome = BatchOutcome()
         accepted: list[Accepted] = []
-        for record in records:
-            item = receive(record, dimension=self._embedder.dimension)
-            if isinstance(item, Accepted):
-                accepted.append(item)
-            else:
-                outcome.rejected.append(item)
-        self._observe(Stage.RECEIVE, [a.event.event_id for a in accepted])
-        firsts, repeats = first_of_each_id(accepted)
-        archived = await self._derive(firsts)
-        stored = await self._archive_all(firsts, archived, outcome)
-        docs = [_document(a) for a in stored]
-        if docs:
-            await self._index.upsert(docs)
-        self._observe(Stage.INDEX, [d.event_id for d in docs])
-        await self._announce(docs, outcome.rejected)
+        spans = self._batch_trace()
+        try:
+            for record in records:
+                item = receive(record, dimension=self._embedder.dimension)
+                if isinstance(item, Accepted):
+                    accepted.append(item)
+                    spans.begin(item.record, item.event)
+                else:
+                    outcome.rejected.append(item)
+            self._observe(Stage.RECEIVE, [a.event.event_id for a in accepted])
+            firsts, repeats = first_of_each_id(accepted)
+            ids = [a.event.event_id for a in firsts]
+            with spans.stage("experience.embed", ids):
+                vectors = await self._embed(firsts)
+            archived = self._derive(firsts, vectors)
+            with spans.stage("experience.archive.put", ids):
+                stored = await self._archive_all(firsts, archived, outcome)
+            docs = [_document(a) for a in stored]
+            with spans.stage("experience.index.write", [d.event_id for d in docs]):
+                if docs:
+                    await self._index.upsert(docs)
+            self._observe(Stage.INDEX, [d.event_id for d in docs])
+            await self._announce(docs, outcome.rejected, spans)
+        finally:
+            spans.end()
         outcome.indexed = docs
         if repeats:
             # A repeat of an id in the same batch meets the archive like any redelivery.
@@ -202,14 +220,22 @@ class IngestionWorker:
             outcome.rejected += again.rejected
         return outcome
 
-    async def _derive(self, items: Sequence[Accepted]) -> list[ArchivedEvent]:
-        """Embed (batched), score and key every accepted event."""
-        events = [a.event for a in items]
-        missing = [e for e in events if not e.input.embedding]
+    def _batch_trace(self) -> BatchTrace:
+        return BatchTrace(group=self._group, messaging_system=self._messaging_system)
+
+    async def _embed(self, items: Sequence[Accepted]) -> dict[str, list[float]]:
+        """One batched embedder call for every event that did not bring its own vector."""
+        missing = [a.event for a in items if not a.event.input.embedding]
         vectors = await self._embedder.embed([e.input.text for e in missing]) if missing else []
-        computed = {e.event_id: v for e, v in zip(missing, vectors, strict=True)}
+        self._observe(Stage.EMBED, [a.event.event_id for a in items])
+        return {e.event_id: v for e, v in zip(missing, vectors, strict=True)}
+
+    def _derive(
+        self, items: Sequence[Accepted], vectors: dict[str, list[float]]
+    ) -> list[ArchivedEvent]:
+        """Score and key every event, and shape what the archive keeps."""
+        events = [a.event for a in items]
         ids = [e.event_id for e in events]
-        self._observe(Stage.EMBED, ids)
         scores = [score_importance(e) for e in events]
         self._observe(Stage.SCORE, ids)
         keys = [object_key_for(e) for e in events]
@@ -217,7 +243,7 @@ class IngestionWorker:
         return [
             archived_event_for(
                 e,
-                embedding=computed.get(e.event_id, list(e.input.embedding)),
+                embedding=vectors.get(e.event_id, list(e.input.embedding)),
                 importance_score=score,
                 key=key,
             )
@@ -246,20 +272,26 @@ class IngestionWorker:
         except ObjectExistsError:
             return ArchivedEvent.model_validate_json(await self._archive.get(key))
 
-    async def _announce(self, docs: Sequence[IndexDocument], rejected: Sequence[Rejection]) -> None:
+    async def _announce(
+        self, docs: Sequence[IndexDocument], rejected: Sequence[Rejection], spans: BatchTrace
+    ) -> None:
         publishes = []
         for doc in docs:
+            spans.indexed(doc, index_name=self._index_name, model=self._embedder.name)
             key = doc.event_id.encode()
+            headers = headers_with_context((), spans.context_for(doc.event_id))
             enriched = enriched_payload_for(doc).to_wire()
             indexed = indexed_payload_for(doc, index=self._index_name).to_wire()
-            publishes.append(self._bus.publish(EXPERIENCE_ENRICHED, _json(enriched), key=key))
-            publishes.append(self._bus.publish(MEMORY_INDEXED, _json(indexed), key=key))
+            publishes += [
+                self._bus.publish(EXPERIENCE_ENRICHED, _json(enriched), key=key, headers=headers),
+                self._bus.publish(MEMORY_INDEXED, _json(indexed), key=key, headers=headers),
+            ]
         for rejection in rejected:
             record = rejection.record
+            context = spans.rejected(record, rejection.kind.value, rejection.reason)
+            headers = headers_with_context(dlq_headers(rejection), context)
             publishes.append(
-                self._bus.publish(
-                    EXPERIENCE_RAW_DLQ, record.value, key=record.key, headers=dlq_headers(rejection)
-                )
+                self._bus.publish(EXPERIENCE_RAW_DLQ, record.value, key=record.key, headers=headers)
             )
             log.warning(
                 "event_dead_lettered",
@@ -268,7 +300,8 @@ class IngestionWorker:
                 partition=record.partition,
                 offset=record.offset,
             )
-        await asyncio.gather(*publishes)
+        with spans.stage("experience.publish", [d.event_id for d in docs]):
+            await asyncio.gather(*publishes)
         self._observe(Stage.EMIT, [d.event_id for d in docs])
 
     def _observe(self, stage: Stage, event_ids: Sequence[str]) -> None:

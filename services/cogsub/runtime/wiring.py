@@ -42,7 +42,7 @@ def build_embedder(settings: EmbedderSettings) -> Embedder:
     if settings.kind == "minilm":
         from cogsub.embeddings.minilm import MiniLMEmbedder
 
-        return MiniLMEmbedder(batch_size=settings.batch_size, threads=settings.threads)
+        return MiniLMEmbedder(batch_size=settings.batch_size, intra_op_num_threads=settings.threads)
     from cogsub.embeddings.openai import OpenAIEmbedder
 
     key = settings.openai_api_key.get_secret_value() if settings.openai_api_key else None

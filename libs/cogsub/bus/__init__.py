@@ -1,0 +1,26 @@
+"""The EventBus port and its embedded adapters (SQLite log, in-memory fake)."""
+
+from cogsub.bus.memory import MemoryBusState, MemoryEventBus
+from cogsub.bus.ports import (
+    Consumer,
+    EventBus,
+    Headers,
+    PartitionOffsets,
+    Published,
+    Record,
+    TopicStats,
+)
+from cogsub.bus.sqlite import SqliteEventBus
+
+__all__ = [
+    "Consumer",
+    "EventBus",
+    "Headers",
+    "MemoryBusState",
+    "MemoryEventBus",
+    "PartitionOffsets",
+    "Published",
+    "Record",
+    "SqliteEventBus",
+    "TopicStats",
+]

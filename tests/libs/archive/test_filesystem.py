@@ -1,0 +1,186 @@
+"""FilesystemArchive behaviour beyond the contract: key safety, temp files, parallel puts."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import threading
+import time
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import pytest
+
+from cogsub.archive.filesystem import FilesystemArchive
+from cogsub.core.errors import (
+    ConflictError,
+    InvalidInputError,
+    NotFoundError,
+    ObjectExistsError,
+    UnavailableError,
+)
+
+
+@pytest.fixture
+def root(data_dir: Path) -> Path:
+    return data_dir / "archive"
+
+
+@pytest.fixture
+async def archive(root: Path) -> AsyncIterator[FilesystemArchive]:
+    archive = FilesystemArchive(root)
+    try:
+        yield archive
+    finally:
+        await archive.close()
+
+
+def _all_files(top: Path) -> list[str]:
+    return sorted(str(p.relative_to(top)) for p in top.rglob("*") if p.is_file())
+
+
+@pytest.mark.parametrize(
+    "key",
+    [
+        "",
+        "/etc/passwd",
+        "../outside.json",
+        "events/../../outside.json",
+        "events/./a.json",
+        "events//a.json",
+        "events/",
+        "events\\..\\outside.json",
+        "events/a\x00.json",
+        "events/.cogsub-tmp-123",
+        "x" * 256,
+    ],
+)
+async def test_keys_that_could_escape_the_root_are_refused(
+    archive: FilesystemArchive, data_dir: Path, key: str
+) -> None:
+    for operation in (
+        archive.put_once(key, b"escape"),
+        archive.get(key),
+        archive.exists(key),
+        archive.delete(key),
+    ):
+        with pytest.raises(InvalidInputError) as raised:
+            await operation
+        assert repr(key) in str(raised.value)
+    assert _all_files(data_dir) == []
+
+
+async def test_prefixes_that_could_escape_the_root_are_refused(
+    archive: FilesystemArchive,
+) -> None:
+    for prefix in ("../", "/etc/", "a\\b", "a//b"):
+        with pytest.raises(InvalidInputError):
+            _ = [key async for key in archive.list(prefix)]
+
+
+async def test_objects_are_files_at_their_key_path_and_no_temp_file_is_left(
+    archive: FilesystemArchive, root: Path
+) -> None:
+    await archive.put_once("events/2026/05/08/e1.json", b'{"id": 1}')
+    racing = [archive.put_once("events/2026/05/08/e2.json", b"%d" % i) for i in range(20)]
+    await asyncio.gather(*racing, return_exceptions=True)
+    with pytest.raises(ObjectExistsError):
+        await archive.put_once("events/2026/05/08/e1.json", b"again")
+    assert (root / "events/2026/05/08/e1.json").read_bytes() == b'{"id": 1}'
+    assert _all_files(root) == ["events/2026/05/08/e1.json", "events/2026/05/08/e2.json"]
+
+
+async def test_temp_files_left_by_a_crash_are_invisible(
+    archive: FilesystemArchive, root: Path
+) -> None:
+    await archive.put_once("events/a.json", b"a")
+    (root / "events" / ".cogsub-tmp-deadbeef").write_bytes(b"half an obj")
+    assert [key async for key in archive.list("")] == ["events/a.json"]
+    assert [key async for key in archive.list("events/.cog")] == []
+
+
+async def test_keys_that_are_prefixes_of_other_keys_conflict_but_are_not_objects(
+    archive: FilesystemArchive,
+) -> None:
+    await archive.put_once("p/a/b", b"deep")
+    with pytest.raises(ConflictError) as raised:
+        await archive.put_once("p/a", b"shallow")
+    assert not isinstance(raised.value, ObjectExistsError)
+    with pytest.raises(ConflictError):
+        await archive.put_once("p/a/b/c", b"under an object")
+    assert not await archive.exists("p/a")
+    with pytest.raises(NotFoundError):
+        await archive.get("p/a")
+    await archive.delete("p/a")  # a directory is not an object: nothing to delete
+    assert await archive.get("p/a/b") == b"deep"
+
+
+async def test_puts_awaited_together_run_in_parallel_threads(
+    archive: FilesystemArchive, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    real_fsync = os.fsync
+    lock = threading.Lock()
+    running = 0
+    most = 0
+    threads: set[int] = set()
+
+    def slow_fsync(fd: int) -> None:
+        nonlocal running, most
+        with lock:
+            running += 1
+            most = max(most, running)
+            threads.add(threading.get_ident())
+        try:
+            time.sleep(0.005)  # a slow disk, so that overlapping calls are visible
+            real_fsync(fd)
+        finally:
+            with lock:
+                running -= 1
+
+    monkeypatch.setattr(os, "fsync", slow_fsync)
+    await asyncio.gather(*(archive.put_once(f"par/{i:03d}", b"x" * 2048) for i in range(64)))
+    assert most > 1
+    assert 1 < len(threads) <= 8
+
+
+async def test_a_closed_archive_refuses_work(root: Path) -> None:
+    archive = FilesystemArchive(root)
+    await archive.close()
+    with pytest.raises(UnavailableError):
+        await archive.put_once("a", b"a")
+
+
+def test_concurrent_directory_syncs_share_fsyncs(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from cogsub.archive import filesystem
+
+    spans: list[tuple[float, float]] = []
+
+    def slow_fsync_dir(directory: Path) -> None:
+        begun = time.monotonic()
+        time.sleep(0.1)  # a slow journal, so that callers pile up behind it
+        spans.append((begun, time.monotonic()))
+
+    monkeypatch.setattr(filesystem, "_fsync_dir", slow_fsync_dir)
+    syncer = filesystem._DirectorySync()
+    calls: list[tuple[float, float]] = []
+    barrier = threading.Barrier(16)
+
+    def one_put() -> None:
+        barrier.wait()
+        asked = time.monotonic()
+        syncer.sync(tmp_path)
+        calls.append((asked, time.monotonic()))
+
+    threads = [threading.Thread(target=one_put) for _ in range(16)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=10)
+    assert len(calls) == 16
+    # Sixteen callers shared a few fsyncs (the running one, then one for everyone who queued).
+    assert 1 <= len(spans) <= 3
+    # Each caller returned only after a whole fsync that began after it asked.
+    for asked, returned in calls:
+        assert any(asked <= begun and ended <= returned for begun, ended in spans)

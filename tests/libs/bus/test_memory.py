@@ -1,0 +1,49 @@
+"""MemoryEventBus behaviour beyond the contract: one consumer per group, closed buses."""
+
+from __future__ import annotations
+
+from collections import Counter
+
+import pytest
+
+from cogsub.bus.memory import MemoryBusState, MemoryEventBus
+from cogsub.core.errors import ConfigurationError, NotFoundError, UnavailableError
+from cogsub.core.topics import TopicSpec
+
+
+async def test_a_second_live_consumer_of_a_group_is_refused() -> None:
+    state = MemoryBusState()
+    bus, other = MemoryEventBus(state=state), MemoryEventBus(state=state)
+    await bus.ensure_topics([TopicSpec("t", 2)])
+    first = bus.consumer(["t"], group="g")
+    second = other.consumer(["t"], group="g")
+    assert await first.poll(max_records=1, timeout_s=0) == []
+    with pytest.raises(ConfigurationError):
+        await second.poll(max_records=1, timeout_s=0)
+    await first.close()
+    assert await second.poll(max_records=1, timeout_s=0) == []
+    await second.close()
+
+
+async def test_poll_is_fair_across_partitions() -> None:
+    bus = MemoryEventBus()
+    await bus.ensure_topics([TopicSpec("t", 3)])
+    for _ in range(90):
+        await bus.publish("t", b"x")
+    consumer = bus.consumer(["t"], group="g")
+    records = await consumer.poll(max_records=30, timeout_s=0)
+    assert Counter(r.partition for r in records) == {0: 10, 1: 10, 2: 10}
+    await consumer.close()
+
+
+async def test_unknown_topics_and_closed_buses() -> None:
+    bus = MemoryEventBus()
+    consumer = bus.consumer(["missing"], group="g")
+    with pytest.raises(NotFoundError):
+        await consumer.poll(max_records=1, timeout_s=0)
+    with pytest.raises(NotFoundError):
+        await bus.topic_stats("missing")
+    await consumer.close()
+    await bus.close()
+    with pytest.raises(UnavailableError):
+        await bus.publish("missing", b"x")

@@ -1,0 +1,236 @@
+"""SqliteEventBus behaviour beyond the contract: group commit, fairness, leases, errors."""
+
+from __future__ import annotations
+
+import asyncio
+import sqlite3
+import time
+import zlib
+from collections import Counter
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import pytest
+
+from cogsub.bus.ports import Published
+from cogsub.bus.sqlite import SqliteEventBus
+from cogsub.core.errors import (
+    ConfigurationError,
+    InvalidInputError,
+    NotFoundError,
+    UnavailableError,
+)
+from cogsub.core.topics import TopicSpec
+
+
+@pytest.fixture
+def db_path(data_dir: Path) -> Path:
+    return data_dir / "bus.sqlite3"
+
+
+@pytest.fixture
+async def bus(db_path: Path, unique_name: str) -> AsyncIterator[SqliteEventBus]:
+    bus = SqliteEventBus(db_path)
+    await bus.ensure_topics([TopicSpec(unique_name, 3)])
+    try:
+        yield bus
+    finally:
+        await bus.close()
+
+
+async def test_concurrent_publishes_share_one_transaction_and_return_after_commit(
+    bus: SqliteEventBus, db_path: Path, unique_name: str
+) -> None:
+    observer = sqlite3.connect(db_path)
+    visible_on_return: list[bool] = []
+
+    async def publish_and_look(i: int) -> Published:
+        published = await bus.publish(unique_name, f"{i}".encode())
+        # Another connection sees the record as soon as publish returns: it was committed.
+        row = observer.execute(
+            "SELECT value FROM records WHERE topic = ? AND partition = ? AND offset = ?",
+            (published.topic, published.partition, published.offset),
+        ).fetchone()
+        visible_on_return.append(row == (f"{i}".encode(),))
+        return published
+
+    try:
+        before = bus.write_transactions
+        await asyncio.gather(*(publish_and_look(i) for i in range(500)))
+        assert bus.write_transactions - before <= 2
+        assert visible_on_return == [True] * 500
+    finally:
+        observer.close()
+
+
+async def test_one_bad_topic_in_a_batch_fails_only_its_own_publish(
+    bus: SqliteEventBus, unique_name: str
+) -> None:
+    outcomes = await asyncio.gather(
+        bus.publish(unique_name, b"ok-1"),
+        bus.publish("no-such-topic", b"lost"),
+        bus.publish(unique_name, b"ok-2"),
+        return_exceptions=True,
+    )
+    assert isinstance(outcomes[0], Published) and isinstance(outcomes[2], Published)
+    assert isinstance(outcomes[1], NotFoundError)
+    assert (await bus.topic_stats(unique_name)).end_offset == 2
+
+
+async def test_offsets_are_contiguous_per_partition_and_keyless_publishes_round_robin(
+    bus: SqliteEventBus, unique_name: str
+) -> None:
+    published = await asyncio.gather(*(bus.publish(unique_name, b"x") for _ in range(30)))
+    assert Counter(p.partition for p in published) == {0: 10, 1: 10, 2: 10}
+    for partition in range(3):
+        offsets = sorted(p.offset for p in published if p.partition == partition)
+        assert offsets == list(range(10))
+
+
+async def test_poll_shares_max_records_fairly_across_partitions(
+    bus: SqliteEventBus, unique_name: str
+) -> None:
+    await asyncio.gather(*(bus.publish(unique_name, b"even") for _ in range(300)))
+    consumer = bus.consumer([unique_name], group=f"{unique_name}-g")
+    try:
+        records = await consumer.poll(max_records=30, timeout_s=1.0)
+        assert Counter(r.partition for r in records) == {0: 10, 1: 10, 2: 10}
+        for partition in range(3):
+            assert [r.offset for r in records if r.partition == partition] == list(range(10))
+        # The next poll continues where this one stopped, in every partition.
+        records = await consumer.poll(max_records=30, timeout_s=1.0)
+        for partition in range(3):
+            assert [r.offset for r in records if r.partition == partition] == list(range(10, 20))
+    finally:
+        await consumer.close()
+
+
+async def test_poll_gives_leftover_capacity_to_busier_partitions(
+    bus: SqliteEventBus, unique_name: str
+) -> None:
+    keys: dict[int, bytes] = {}
+    for i in range(50):  # one key for each partition (the documented crc32 partitioner)
+        keys.setdefault(zlib.crc32(f"key-{i}".encode()) % 3, f"key-{i}".encode())
+    await asyncio.gather(*(bus.publish(unique_name, b"busy", key=keys[0]) for _ in range(100)))
+    await asyncio.gather(*(bus.publish(unique_name, b"quiet", key=keys[1]) for _ in range(2)))
+    consumer = bus.consumer([unique_name], group=f"{unique_name}-g")
+    try:
+        records = await consumer.poll(max_records=30, timeout_s=1.0)
+        assert Counter(r.partition for r in records) == {0: 28, 1: 2}
+    finally:
+        await consumer.close()
+
+
+async def test_a_second_live_consumer_of_a_group_is_refused(
+    bus: SqliteEventBus, db_path: Path, unique_name: str
+) -> None:
+    group = f"{unique_name}-g"
+    first = bus.consumer([unique_name], group=group)
+    other_bus = SqliteEventBus(db_path)
+    second = other_bus.consumer([unique_name], group=group)
+    elsewhere = bus.consumer([unique_name], group=f"{group}-other")
+    try:
+        assert await first.poll(max_records=1, timeout_s=0) == []
+        with pytest.raises(ConfigurationError, match="one consumer per group"):
+            await second.poll(max_records=1, timeout_s=0)
+        assert await elsewhere.poll(max_records=1, timeout_s=0) == []
+        await first.close()
+        assert await second.poll(max_records=1, timeout_s=0) == []
+    finally:
+        for consumer in (first, second, elsewhere):
+            await consumer.close()
+        await other_bus.close()
+
+
+async def test_a_live_consumer_keeps_renewing_its_lease(db_path: Path, unique_name: str) -> None:
+    bus = SqliteEventBus(db_path, lease_ttl_s=0.3)
+    await bus.ensure_topics([TopicSpec(unique_name, 1)])
+    owner = bus.consumer([unique_name], group="g")
+    intruder = bus.consumer([unique_name], group="g")
+    try:
+        await owner.poll(max_records=1, timeout_s=0)
+        await asyncio.sleep(1.0)  # several lease lifetimes, with no poll from the owner
+        with pytest.raises(ConfigurationError):
+            await intruder.poll(max_records=1, timeout_s=0)
+    finally:
+        await owner.close()
+        await intruder.close()
+        await bus.close()
+
+
+async def test_a_consumer_that_lost_its_lease_cannot_commit(
+    bus: SqliteEventBus, db_path: Path, unique_name: str
+) -> None:
+    await bus.publish(unique_name, b"work")
+    consumer = bus.consumer([unique_name], group="g")
+    try:
+        records = await consumer.poll(max_records=10, timeout_s=1.0)
+        with sqlite3.connect(db_path) as raw:  # another owner took the group over
+            raw.execute(
+                "UPDATE group_leases SET owner = 'someone-else', expires_ms = ?",
+                (int(time.time() * 1000) + 60_000,),
+            )
+        with pytest.raises(ConfigurationError):
+            await consumer.commit(records)
+        assert all(
+            p.committed is None for p in (await bus.topic_stats(unique_name, group="g")).partitions
+        )
+    finally:
+        await consumer.close()
+
+
+async def test_close_flushes_publishes_still_queued(db_path: Path, unique_name: str) -> None:
+    bus = SqliteEventBus(db_path)
+    await bus.ensure_topics([TopicSpec(unique_name, 2)])
+    tasks = [asyncio.create_task(bus.publish(unique_name, b"q")) for _ in range(100)]
+    await asyncio.sleep(0)  # let the publishes queue up before closing
+    await bus.close()
+    assert all(isinstance(task.result(), Published) for task in tasks)
+    with pytest.raises(UnavailableError):
+        await bus.publish(unique_name, b"after close")
+    reopened = SqliteEventBus(db_path)
+    try:
+        assert (await reopened.topic_stats(unique_name)).end_offset == 100
+    finally:
+        await reopened.close()
+
+
+async def test_consuming_an_unknown_topic_raises_not_found(bus: SqliteEventBus) -> None:
+    consumer = bus.consumer(["never-created"], group="g")
+    try:
+        with pytest.raises(NotFoundError):
+            await consumer.poll(max_records=1, timeout_s=0)
+    finally:
+        await consumer.close()
+
+
+async def test_non_bytes_values_and_headers_are_invalid_input(
+    bus: SqliteEventBus, unique_name: str
+) -> None:
+    with pytest.raises(InvalidInputError):
+        await bus.publish(unique_name, "text", key=None)  # type: ignore[arg-type]
+    with pytest.raises(InvalidInputError):
+        await bus.publish(unique_name, b"v", headers={"h": "text"})  # type: ignore[dict-item]
+    with pytest.raises(InvalidInputError):
+        await bus.ensure_topics([TopicSpec("zero-partitions", 0)])
+
+
+async def test_a_file_that_is_not_a_database_is_a_configuration_error(data_dir: Path) -> None:
+    path = data_dir / "not-a-db.sqlite3"
+    path.write_bytes(b"this is not sqlite" * 100)
+    bus = SqliteEventBus(path)
+    try:
+        with pytest.raises(ConfigurationError):
+            await bus.ensure_topics([TopicSpec("t", 1)])
+    finally:
+        await bus.close()
+
+
+async def test_a_directory_that_cannot_exist_is_a_configuration_error(data_dir: Path) -> None:
+    (data_dir / "file").write_bytes(b"")
+    bus = SqliteEventBus(data_dir / "file" / "bus.sqlite3")
+    try:
+        with pytest.raises(ConfigurationError):
+            await bus.ensure_topics([TopicSpec("t", 1)])
+    finally:
+        await bus.close()
