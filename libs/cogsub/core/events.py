@@ -16,8 +16,8 @@ from typing import Annotated, Any
 from pydantic import (
     AfterValidator,
     AwareDatetime,
-    BeforeValidator,
     BaseModel,
+    BeforeValidator,
     ConfigDict,
     Field,
     JsonValue,

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 import sys
+from collections.abc import Callable
 from typing import Literal
 
 import structlog
@@ -41,7 +42,16 @@ def configure_logging(
             renderer,
         ],
         wrapper_class=structlog.make_filtering_bound_logger(numeric),
-        logger_factory=structlog.PrintLoggerFactory(file=out),  # type: ignore[arg-type]
+        logger_factory=_factory(stream),
         cache_logger_on_first_use=False,
     )
     logging.basicConfig(level=max(numeric, logging.WARNING), stream=out)  # type: ignore[arg-type]
+
+
+def _factory(stream: object) -> Callable[..., structlog.PrintLogger]:
+    """Loggers that write to ``stream``, or to whatever ``sys.stderr`` is at the time."""
+
+    def make(*_: object) -> structlog.PrintLogger:
+        return structlog.PrintLogger(file=stream if stream is not None else sys.stderr)  # type: ignore[arg-type]
+
+    return make

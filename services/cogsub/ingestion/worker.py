@@ -10,9 +10,10 @@ upserts by event id, and announcements are at-least-once.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import random
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TypeVar
 
@@ -124,32 +125,75 @@ class IngestionWorker:
         *,
         on_batch: Callable[[BatchOutcome], None] | None = None,
     ) -> None:
-        """Consume until ``stop`` is set; the batch in hand is finished and committed first."""
+        """Consume until ``stop`` is set; the batch in hand is finished and committed first.
+
+        The next batch is polled and embedded while the current one is stored, so
+        the embedder never waits for archive and index I/O. Embedding has no
+        effects, so a batch abandoned at shutdown is simply delivered again.
+        """
         consumer = self._bus.consumer([EXPERIENCE_RAW], group=self._group)
+        ahead: tuple[list[Record], asyncio.Task[dict[str, list[float]]]] | None = None
         try:
             while not stop.is_set():
-                records = await consumer.poll(
-                    max_records=self._batch_size, timeout_s=self._poll_timeout_s
-                )
-                if not records:
+                if ahead is None:
+                    ahead = await self._poll_ahead(consumer)
                     continue
-                outcome = await self.process(records, consumer)
+                records, vectors = ahead
+                ahead = await self._poll_ahead(consumer)
+                outcome = await self.process(records, consumer, vectors=await vectors)
                 if on_batch is not None:
                     on_batch(outcome)
         finally:
+            if ahead is not None:
+                ahead[1].cancel()
+                with contextlib.suppress(BaseException):
+                    await ahead[1]
             await consumer.close()
 
-    async def process(self, records: Sequence[Record], consumer: Consumer) -> BatchOutcome:
-        """Run one batch to its commit; a record that cannot be processed is dead-lettered."""
-        outcome = await self._process_isolating(records)
+    async def _poll_ahead(
+        self, consumer: Consumer
+    ) -> tuple[list[Record], asyncio.Task[dict[str, list[float]]]] | None:
+        records = await consumer.poll(max_records=self._batch_size, timeout_s=self._poll_timeout_s)
+        if not records:
+            return None
+        return records, asyncio.create_task(self._embed_texts(records))
+
+    async def _embed_texts(self, records: Sequence[Record]) -> dict[str, list[float]]:
+        """Vectors by text for the records' events; failures leave it to the batch itself."""
+        texts: list[str] = []
+        for record in records:
+            item = receive(record, dimension=self._embedder.dimension)
+            if isinstance(item, Accepted) and not item.event.input.embedding:
+                texts.append(item.event.input.text)
+        unique = list(dict.fromkeys(texts))
+        try:
+            vectors = await self._embedder.embed(unique) if unique else []
+        except Exception:  # the batch embeds again, with its own retries and isolation
+            return {}
+        return dict(zip(unique, vectors, strict=True))
+
+    async def process(
+        self,
+        records: Sequence[Record],
+        consumer: Consumer,
+        *,
+        vectors: Mapping[str, list[float]] | None = None,
+    ) -> BatchOutcome:
+        """Run one batch to its commit; a record that cannot be processed is dead-lettered.
+
+        ``vectors`` are embeddings already computed for some texts (by text).
+        """
+        outcome = await self._process_isolating(records, vectors or {})
         await consumer.commit(records)
         self._observe(Stage.COMMIT, [d.event_id for d in outcome.indexed])
         return outcome
 
-    async def _process_isolating(self, records: Sequence[Record]) -> BatchOutcome:
+    async def _process_isolating(
+        self, records: Sequence[Record], vectors: Mapping[str, list[float]]
+    ) -> BatchOutcome:
         """Process the batch; if it fails for good, find the culprit record by record."""
         try:
-            return await self._retrying(lambda: self._process_once(records))
+            return await self._retrying(lambda: self._process_once(records, vectors))
         except ConfigurationError:
             raise  # wrong settings fail every record alike: stop loudly, dead-letter nothing
         except Exception as exc:  # a poison record must never stop the partition
@@ -157,7 +201,7 @@ class IngestionWorker:
                 log.warning("ingestion_batch_split", error=str(exc), size=len(records))
                 outcome = BatchOutcome()
                 for record in records:
-                    single = await self._process_isolating([record])
+                    single = await self._process_isolating([record], vectors)
                     outcome.indexed += single.indexed
                     outcome.rejected += single.rejected
                 return outcome
@@ -184,7 +228,9 @@ class IngestionWorker:
                 attempt += 1
                 await asyncio.sleep(delay)
 
-    async def _process_once(self, records: Sequence[Record]) -> BatchOutcome:
+    async def _process_once(
+        self, records: Sequence[Record], vectors: Mapping[str, list[float]]
+    ) -> BatchOutcome:
         outcome = BatchOutcome()
         accepted: list[Accepted] = []
         spans = self._batch_trace()
@@ -200,8 +246,8 @@ class IngestionWorker:
             firsts, repeats = first_of_each_id(accepted)
             ids = [a.event.event_id for a in firsts]
             with spans.stage("experience.embed", ids):
-                vectors = await self._embed(firsts)
-            archived = self._derive(firsts, vectors)
+                embeddings = await self._embed(firsts, vectors)
+            archived = self._derive(firsts, embeddings)
             with spans.stage("experience.archive.put", ids):
                 stored = await self._archive_all(firsts, archived, outcome)
             docs = [_document(a) for a in stored]
@@ -215,7 +261,7 @@ class IngestionWorker:
         outcome.indexed = docs
         if repeats:
             # A repeat of an id in the same batch meets the archive like any redelivery.
-            again = await self._process_once([r.record for r in repeats])
+            again = await self._process_once([r.record for r in repeats], vectors)
             outcome.indexed += again.indexed
             outcome.rejected += again.rejected
         return outcome
@@ -223,12 +269,16 @@ class IngestionWorker:
     def _batch_trace(self) -> BatchTrace:
         return BatchTrace(group=self._group, messaging_system=self._messaging_system)
 
-    async def _embed(self, items: Sequence[Accepted]) -> dict[str, list[float]]:
-        """One batched embedder call for every event that did not bring its own vector."""
+    async def _embed(
+        self, items: Sequence[Accepted], ready: Mapping[str, list[float]]
+    ) -> dict[str, list[float]]:
+        """Vectors by event id: computed ahead, or one batched call for the rest."""
         missing = [a.event for a in items if not a.event.input.embedding]
-        vectors = await self._embedder.embed([e.input.text for e in missing]) if missing else []
+        todo = [e for e in missing if e.input.text not in ready]
+        computed = await self._embedder.embed([e.input.text for e in todo]) if todo else []
+        by_text = {**ready, **{e.input.text: v for e, v in zip(todo, computed, strict=True)}}
         self._observe(Stage.EMBED, [a.event.event_id for a in items])
-        return {e.event_id: v for e, v in zip(missing, vectors, strict=True)}
+        return {e.event_id: by_text[e.input.text] for e in missing}
 
     def _derive(
         self, items: Sequence[Accepted], vectors: dict[str, list[float]]

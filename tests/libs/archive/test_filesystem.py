@@ -150,9 +150,7 @@ async def test_a_closed_archive_refuses_work(root: Path) -> None:
         await archive.put_once("a", b"a")
 
 
-def test_concurrent_directory_syncs_share_fsyncs(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def test_concurrent_syncs_share_one_call(tmp_path: Path) -> None:
     from cogsub.archive import filesystem
 
     spans: list[tuple[float, float]] = []
@@ -162,8 +160,7 @@ def test_concurrent_directory_syncs_share_fsyncs(
         time.sleep(0.1)  # a slow journal, so that callers pile up behind it
         spans.append((begun, time.monotonic()))
 
-    monkeypatch.setattr(filesystem, "_fsync_dir", slow_fsync_dir)
-    syncer = filesystem._DirectorySync()
+    syncer = filesystem._GroupSync(slow_fsync_dir)
     calls: list[tuple[float, float]] = []
     barrier = threading.Barrier(16)
 
@@ -184,3 +181,20 @@ def test_concurrent_directory_syncs_share_fsyncs(
     # Each caller returned only after a whole fsync that began after it asked.
     for asked, returned in calls:
         assert any(asked <= begun and ended <= returned for begun, ended in spans)
+
+
+@pytest.mark.parametrize("group_sync", [True, False])
+async def test_both_durability_modes_keep_the_contract(tmp_path: Path, group_sync: bool) -> None:
+    from cogsub.archive import FilesystemArchive
+    from cogsub.core import ObjectExistsError
+
+    archive = FilesystemArchive(tmp_path, group_sync=group_sync)
+    try:
+        await asyncio.gather(*(archive.put_once(f"d/{i}.json", b"%d" % i) for i in range(50)))
+        with pytest.raises(ObjectExistsError):
+            await archive.put_once("d/7.json", b"other")
+        assert await archive.get("d/7.json") == b"7"
+        assert len([k async for k in archive.list("d/")]) == 50
+        assert not [p for p in (tmp_path / "d").iterdir() if p.name.startswith(".cogsub-tmp-")]
+    finally:
+        await archive.close()

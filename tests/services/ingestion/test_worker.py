@@ -3,6 +3,7 @@ poison, conflicting duplicates, and a crash between every pair of steps."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 from collections.abc import AsyncIterator, Sequence
 from pathlib import Path
@@ -227,3 +228,28 @@ async def test_retryable_failures_are_retried_not_dead_lettered(harness: Harness
     assert flaky.failures == 0
     assert len(await harness.archived_keys()) == 4
     assert await harness.dead_letters() == []
+
+
+async def test_run_embeds_ahead_and_a_stop_leaves_nothing_half_done(harness: Harness) -> None:
+    from cogsub.ingestion import BatchOutcome
+
+    await harness.publish([event_body(i) for i in range(40)])
+    bus = harness.bus()
+    worker = harness.worker(bus=bus)
+    await worker.prepare()
+    stop = asyncio.Event()
+    seen: list[int] = []
+
+    def after_batch(outcome: BatchOutcome) -> None:
+        seen.append(len(outcome.indexed))
+        if sum(seen) >= 16:
+            stop.set()  # a further batch is already polled and embedded ahead by now
+
+    await asyncio.wait_for(worker.run(stop, on_batch=after_batch), timeout=20)
+    stats = await bus.topic_stats(EXPERIENCE_RAW, group="ingestion")
+    assert stats.lag == 40 - sum(seen)  # only what was processed is committed
+    assert await harness.indexed_ids() == sum(seen)
+
+    await harness.drain(harness.worker(bus=bus), bus)  # the rest is delivered again
+    assert await harness.indexed_ids() == 40
+    assert len(await harness.archived_keys()) == 40
