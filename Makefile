@@ -48,3 +48,9 @@ bench-ingest: setup
 
 clean:
 	rm -rf $(VENV) data .pytest_cache .mypy_cache .ruff_cache
+
+up:
+	docker compose up -d --build
+
+down:
+	docker compose down

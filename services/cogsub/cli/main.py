@@ -14,7 +14,7 @@ from rich.console import Console
 
 from cogsub.core import CogsubError
 from cogsub.runtime import Settings
-from cogsub.telemetry import configure_logging
+from cogsub.telemetry import configure_logging, configure_tracing
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -28,6 +28,7 @@ def _parser() -> argparse.ArgumentParser:
     demo.add_argument("--out", type=Path, default=Path("out"), help="artifact directory")
     run = sub.add_parser("run", help="run the stack until Ctrl-C")
     run.add_argument("--no-samples", action="store_true", help="do not seed the sample events")
+    sub.add_parser("ingest", help="run only the ingestion worker (a fleet replica)")
     publish = sub.add_parser("publish", help="publish events (JSON array or JSON lines)")
     publish.add_argument("source", help="a file path, or - for standard input")
     status = sub.add_parser("status", help="offsets, lag, archive and index counts")
@@ -55,6 +56,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"cogsub: invalid settings: {exc}", file=sys.stderr)
         return 2
     configure_logging(format=settings.log_format, level=settings.log_level)
+    provider = configure_tracing(f"cogsub-{args.command}")
     try:
         return _dispatch(args, settings, console)
     except CogsubError as exc:
@@ -62,6 +64,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 1
     except KeyboardInterrupt:
         return 130
+    finally:
+        if provider is not None:
+            provider.shutdown()  # flush spans still waiting in the batch processor
 
 
 def _dispatch(args: argparse.Namespace, settings: Settings, console: Console) -> int:
@@ -72,10 +77,11 @@ def _dispatch(args: argparse.Namespace, settings: Settings, console: Console) ->
         console.print_json(json.dumps(summary))
         console.print(f"artifacts written to {args.out}/")
         return 0 if summary["ok"] else 1
-    if args.command == "run":
+    if args.command in ("run", "ingest"):
         from cogsub.cli.run import SAMPLES, run_stack
 
-        samples = None if args.no_samples or not SAMPLES.exists() else SAMPLES.read_text()
+        wants_samples = args.command == "run" and not args.no_samples
+        samples = SAMPLES.read_text() if wants_samples and SAMPLES.exists() else None
         asyncio.run(run_stack(settings, console, samples=samples))
         return 0
     if args.command == "publish":

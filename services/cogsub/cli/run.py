@@ -45,7 +45,9 @@ async def run_stack(settings: Settings, console: Console, *, samples: str | None
             group=settings.ingestion.group,
             batch_size=settings.ingestion.batch_size,
             poll_timeout_s=settings.ingestion.poll_timeout_s,
+            messaging_system=stack.messaging_system,
         )
+        await stack.prepare()
         await worker.prepare()
         if samples is not None and await _is_empty(stack.bus):
             report = await publish_events(stack.bus, list(parse_events_text(samples)), console)

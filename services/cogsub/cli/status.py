@@ -13,7 +13,7 @@ from cogsub.runtime.wiring import build_archive, build_bus, build_index
 async def show_status(settings: Settings, console: Console) -> dict[str, object]:
     """Print and return per-topic offsets and lag, archive objects and index documents."""
     # Status embeds nothing, so it never loads a model.
-    bus, archive, index = build_bus(settings), build_archive(settings), build_index(settings)
+    bus, (archive, _), index = build_bus(settings), build_archive(settings), build_index(settings)
     try:
         await bus.ensure_topics(STAGE1_TOPICS)
         table = Table(title="topics")

@@ -6,7 +6,8 @@ know which adapter stands behind them.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
 
 from cogsub.archive.ports import ArchiveStore
 from cogsub.bus.ports import EventBus
@@ -24,6 +25,17 @@ class Stack:
     archive: ArchiveStore
     index: MemoryIndex
     embedder: Embedder
+    bootstrap: list[Callable[[], Awaitable[None]]] = field(default_factory=list)
+
+    @property
+    def messaging_system(self) -> str:
+        """The OpenTelemetry ``messaging.system`` of the bus."""
+        return "kafka" if self.settings.backend == "distributed" else "sqlite"
+
+    async def prepare(self) -> None:
+        """Create what the adapters need (bucket...) before first use; idempotent."""
+        for step in self.bootstrap:
+            await step()
 
     async def aclose(self) -> None:
         """Close every adapter, last opened first."""
@@ -68,22 +80,24 @@ def build_bus(settings: Settings) -> EventBus:
     )
 
 
-def build_archive(settings: Settings) -> ArchiveStore:
+def build_archive(settings: Settings) -> tuple[ArchiveStore, Callable[[], Awaitable[None]] | None]:
+    """The archive, and its bootstrap step if it has one."""
     if settings.backend == "embedded":
         from cogsub.archive.filesystem import FilesystemArchive
 
-        return FilesystemArchive(settings.archive_root)
+        return FilesystemArchive(settings.archive_root), None
     from cogsub.archive.s3 import S3Archive
 
     s3 = settings.s3
     secret = s3.secret_access_key.get_secret_value() if s3.secret_access_key else None
-    return S3Archive(
+    archive = S3Archive(
         bucket=s3.bucket,
         endpoint_url=s3.endpoint_url,
         region=s3.region,
         access_key_id=s3.access_key_id,
         secret_access_key=secret,
     )
+    return archive, archive.ensure_bucket
 
 
 def build_index(settings: Settings) -> MemoryIndex:
@@ -102,11 +116,13 @@ def build_index(settings: Settings) -> MemoryIndex:
 
 
 def open_stack(settings: Settings, *, embedder: Embedder | None = None) -> Stack:
-    """Adapters for ``settings``; the caller closes the stack."""
+    """Adapters for ``settings``; the caller runs ``prepare`` and closes the stack."""
+    archive, bootstrap = build_archive(settings)
     return Stack(
         settings=settings,
         bus=build_bus(settings),
-        archive=build_archive(settings),
+        archive=archive,
         index=build_index(settings),
         embedder=embedder or build_embedder(settings.embedder),
+        bootstrap=[bootstrap] if bootstrap else [],
     )
