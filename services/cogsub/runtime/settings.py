@@ -28,11 +28,16 @@ class KafkaSettings(BaseModel):
     bootstrap_servers: str = "127.0.0.1:9092"
     client_id: str = "cogsub"
     replication_factor: int = Field(default=1, ge=1)
+    enable_idempotence: bool = True
+    session_timeout_ms: int = Field(default=10_000, ge=1_000)
+    heartbeat_interval_ms: int = Field(default=3_000, ge=100)
+    linger_ms: int = Field(default=5, ge=0)
 
 
 class S3Settings(BaseModel):
     endpoint_url: str | None = None
     bucket: str = "cogsub-archive"
+    prefix: str = Field(default="", description="key prefix inside the bucket, e.g. 'prod/'")
     region: str = "us-east-1"
     access_key_id: str | None = None
     secret_access_key: SecretStr | None = None

@@ -73,10 +73,18 @@ def build_bus(settings: Settings) -> EventBus:
         settings.data_dir.mkdir(parents=True, exist_ok=True)
         return SqliteEventBus(settings.bus_path)
     from cogsub.bus.kafka import KafkaEventBus
+    from cogsub.bus.kafka import KafkaSettings as KafkaTuning
 
+    kafka = settings.kafka
+    tuning = KafkaTuning(
+        linger_ms=kafka.linger_ms,
+        session_timeout_ms=kafka.session_timeout_ms,
+        heartbeat_interval_ms=kafka.heartbeat_interval_ms,
+        enable_idempotence=kafka.enable_idempotence,
+        replication_factor=kafka.replication_factor,
+    )
     return KafkaEventBus(
-        bootstrap_servers=settings.kafka.bootstrap_servers,
-        client_id=settings.kafka.client_id,
+        bootstrap_servers=kafka.bootstrap_servers, client_id=kafka.client_id, settings=tuning
     )
 
 
@@ -92,6 +100,7 @@ def build_archive(settings: Settings) -> tuple[ArchiveStore, Callable[[], Awaita
     secret = s3.secret_access_key.get_secret_value() if s3.secret_access_key else None
     archive = S3Archive(
         bucket=s3.bucket,
+        prefix=s3.prefix,
         endpoint_url=s3.endpoint_url,
         region=s3.region,
         access_key_id=s3.access_key_id,
