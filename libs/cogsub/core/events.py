@@ -70,7 +70,8 @@ TYPED_BLOCK_FACT_TYPES = frozenset(set(FactType) - EXTRACTED_FACT_TYPES)
 def _check_safe_id(value: str) -> str:
     if not _SAFE_ID.fullmatch(value):
         raise ValueError(
-            "must start with a letter, digit or '_' and contain only letters, digits and _ . : @ + -"
+            "must start with a letter, digit or '_' and contain only "
+            "letters, digits and _ . : @ + -"
         )
     if ".." in value:
         raise ValueError("must not contain '..'")
