@@ -23,8 +23,8 @@ demo: setup
 	$(BIN)/cogsub demo
 
 lint: setup
-	$(BIN)/ruff check libs services tests
-	$(BIN)/ruff format --check libs services tests
+	$(BIN)/ruff check libs services tests benchmarks
+	$(BIN)/ruff format --check libs services tests benchmarks
 
 format: setup
 	$(BIN)/ruff format libs services tests

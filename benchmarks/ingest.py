@@ -77,6 +77,7 @@ async def pipeline_rate(settings: Settings, events: list[dict[str, Any]]) -> dic
     """Publish ``events`` (timed separately), then time the worker until all are indexed."""
     stack = open_stack(settings)
     try:
+        await stack.prepare()
         await stack.bus.ensure_topics(STAGE1_TOPICS)
         started = time.perf_counter()
         bodies = [json.dumps(e).encode() for e in events]
@@ -92,6 +93,7 @@ async def pipeline_rate(settings: Settings, events: list[dict[str, Any]]) -> dic
             embedder=stack.embedder,
             batch_size=settings.ingestion.batch_size,
             poll_timeout_s=0.05,
+            messaging_system=stack.messaging_system,
         )
         await worker.prepare()
         await stack.embedder.embed(["warm up the model before timing"])

@@ -211,7 +211,7 @@ class S3Archive:
         region: str | None = None,
         access_key_id: str | None = None,
         secret_access_key: str | None = None,
-        max_pool_connections: int = 16,
+        max_pool_connections: int = 32,
         retries: S3Retries | None = None,
     ) -> None:
         if not bucket:

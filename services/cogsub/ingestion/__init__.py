@@ -1,7 +1,8 @@
 """Stage 1 ingestion: experience.raw → archive (once) + index → announcements."""
 
+from cogsub.ingestion.batch import BatchOutcome, StageObserver
 from cogsub.ingestion.pipeline import Rejection, RejectionKind, Stage
-from cogsub.ingestion.worker import BatchOutcome, IngestionWorker, RetryPolicy, StageObserver
+from cogsub.ingestion.worker import IngestionWorker, RetryPolicy
 
 __all__ = [
     "BatchOutcome",

@@ -5,62 +5,37 @@ crash anywhere before the commit means the batch is delivered again. Every
 effect is idempotent on redelivery: the archive refuses a second write (and
 the worker then checks the stored object is the same experience), the index
 upserts by event id, and announcements are at-least-once.
+
+``run`` pipelines three batches at once: batch N+2 is polled and embedded while
+N+1 is archived and N is indexed, announced and committed. Commits stay in
+order, and nothing before the commit has effects another batch depends on.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
 import random
 from collections.abc import Awaitable, Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import TypeVar
 
 import structlog
 
 from cogsub.archive.ports import ArchiveStore
 from cogsub.bus.ports import Consumer, EventBus, Record
-from cogsub.core.documents import (
-    EXPERIENCE_INDEX,
-    IndexDocument,
-    enriched_payload_for,
-    index_document_for,
-    indexed_payload_for,
-)
-from cogsub.core.errors import CogsubError, ConfigurationError, ObjectExistsError
-from cogsub.core.events import ArchivedEvent
-from cogsub.core.importance import score_importance
-from cogsub.core.keys import object_key_for
-from cogsub.core.topics import (
-    EXPERIENCE_ENRICHED,
-    EXPERIENCE_RAW,
-    EXPERIENCE_RAW_DLQ,
-    MEMORY_INDEXED,
-    STAGE1_TOPICS,
-)
+from cogsub.core.documents import EXPERIENCE_INDEX
+from cogsub.core.errors import CogsubError, ConfigurationError
+from cogsub.core.topics import EXPERIENCE_RAW, STAGE1_TOPICS
 from cogsub.embeddings.ports import Embedder
 from cogsub.index.ports import MemoryIndex
-from cogsub.ingestion.pipeline import (
-    Accepted,
-    Rejection,
-    RejectionKind,
-    Stage,
-    archive_body,
-    archived_event_for,
-    dlq_headers,
-    first_of_each_id,
-    receive,
-    same_experience,
-)
+from cogsub.ingestion.batch import BatchOutcome, BatchSteps, StagedBatch, StageObserver
+from cogsub.ingestion.pipeline import Accepted, Rejection, RejectionKind, Stage, receive
 from cogsub.ingestion.tracing import BatchTrace
-from cogsub.telemetry.tracing import headers_with_context
 
 log = structlog.get_logger("cogsub.ingestion")
 T = TypeVar("T")
-
-StageObserver = Callable[[Stage, Sequence[str]], None]
-"""Called as each stage of a batch completes, with the event ids it covered."""
+_Ahead = tuple[list[Record], "asyncio.Task[dict[str, list[float]]]"]
 
 
 @dataclass(frozen=True)
@@ -74,14 +49,6 @@ class RetryPolicy:
     def delay(self, attempt: int) -> float:
         base = min(self.max_s, self.initial_s * self.multiplier**attempt)
         return base * (0.5 + random.random() / 2)
-
-
-@dataclass
-class BatchOutcome:
-    """What one batch did, for progress output and tests."""
-
-    indexed: list[IndexDocument] = field(default_factory=list)
-    rejected: list[Rejection] = field(default_factory=list)
 
 
 class IngestionWorker:
@@ -103,16 +70,22 @@ class IngestionWorker:
         messaging_system: str = "sqlite",
     ) -> None:
         self._bus = bus
-        self._archive = archive
         self._index = index
         self._embedder = embedder
         self._group = group
         self._batch_size = batch_size
         self._poll_timeout_s = poll_timeout_s
         self._retry = retry or RetryPolicy()
-        self._observer = observer
-        self._index_name = index_name
-        self._messaging_system = messaging_system
+        self._steps = BatchSteps(
+            bus=bus,
+            archive=archive,
+            index=index,
+            embedder=embedder,
+            group=group,
+            index_name=index_name,
+            messaging_system=messaging_system,
+            observer=observer,
+        )
 
     async def prepare(self) -> None:
         """Create topics and the index if missing (idempotent)."""
@@ -125,52 +98,44 @@ class IngestionWorker:
         *,
         on_batch: Callable[[BatchOutcome], None] | None = None,
     ) -> None:
-        """Consume until ``stop`` is set; the batch in hand is finished and committed first.
+        """Consume until ``stop`` is set; batches in hand are finished and committed first.
 
-        The next batch is polled and embedded while the current one is stored, so
-        the embedder never waits for archive and index I/O. Embedding has no
-        effects, so a batch abandoned at shutdown is simply delivered again.
+        Embedding and archiving have no effect another batch relies on, so a batch
+        abandoned at shutdown after them is simply delivered again.
         """
+        report = on_batch or (lambda _: None)
         consumer = self._bus.consumer([EXPERIENCE_RAW], group=self._group)
-        ahead: tuple[list[Record], asyncio.Task[dict[str, list[float]]]] | None = None
+        ahead: _Ahead | None = None
+        finishing: asyncio.Task[BatchOutcome] | None = None
         try:
             while not stop.is_set():
                 if ahead is None:
+                    if finishing is not None:  # idle: let the last batch land before waiting
+                        report(await finishing)
+                        finishing = None
                     ahead = await self._poll_ahead(consumer)
                     continue
-                records, vectors = ahead
+                records, embedding = ahead
                 ahead = await self._poll_ahead(consumer)
-                outcome = await self.process(records, consumer, vectors=await vectors)
-                if on_batch is not None:
-                    on_batch(outcome)
+                vectors = await embedding
+                staged = await self._stage_or_none(records, vectors)
+                if finishing is not None:
+                    report(await finishing)
+                    finishing = None
+                if staged is None:  # something in it fails for good: find it record by record
+                    report(await self.process(records, consumer, vectors=vectors))
+                    continue
+                finishing = asyncio.create_task(self._finish_and_commit(staged, consumer))
+            if finishing is not None:
+                report(await finishing)
+                finishing = None
         finally:
-            if ahead is not None:
-                ahead[1].cancel()
-                with contextlib.suppress(BaseException):
-                    await ahead[1]
+            for task in (finishing, ahead[1] if ahead else None):
+                if task is not None and not task.done():
+                    task.cancel()
+                    with contextlib.suppress(BaseException):
+                        await task
             await consumer.close()
-
-    async def _poll_ahead(
-        self, consumer: Consumer
-    ) -> tuple[list[Record], asyncio.Task[dict[str, list[float]]]] | None:
-        records = await consumer.poll(max_records=self._batch_size, timeout_s=self._poll_timeout_s)
-        if not records:
-            return None
-        return records, asyncio.create_task(self._embed_texts(records))
-
-    async def _embed_texts(self, records: Sequence[Record]) -> dict[str, list[float]]:
-        """Vectors by text for the records' events; failures leave it to the batch itself."""
-        texts: list[str] = []
-        for record in records:
-            item = receive(record, dimension=self._embedder.dimension)
-            if isinstance(item, Accepted) and not item.event.input.embedding:
-                texts.append(item.event.input.text)
-        unique = list(dict.fromkeys(texts))
-        try:
-            vectors = await self._embedder.embed(unique) if unique else []
-        except Exception:  # the batch embeds again, with its own retries and isolation
-            return {}
-        return dict(zip(unique, vectors, strict=True))
 
     async def process(
         self,
@@ -184,8 +149,37 @@ class IngestionWorker:
         ``vectors`` are embeddings already computed for some texts (by text).
         """
         outcome = await self._process_isolating(records, vectors or {})
+        await self._commit(records, consumer, outcome)
+        return outcome
+
+    async def _commit(
+        self, records: Sequence[Record], consumer: Consumer, outcome: BatchOutcome
+    ) -> None:
         await consumer.commit(records)
-        self._observe(Stage.COMMIT, [d.event_id for d in outcome.indexed])
+        self._steps.observe(Stage.COMMIT, [d.event_id for d in outcome.indexed])
+
+    async def _stage_or_none(
+        self, records: Sequence[Record], vectors: Mapping[str, list[float]]
+    ) -> StagedBatch | None:
+        try:
+            return await self._retrying(lambda: self._steps.stage(records, vectors))
+        except ConfigurationError:
+            raise
+        except Exception as exc:  # handled by the record-by-record path
+            log.warning("ingestion_batch_split", error=str(exc), size=len(records))
+            return None
+
+    async def _finish_and_commit(self, staged: StagedBatch, consumer: Consumer) -> BatchOutcome:
+        try:
+            outcome = await self._retrying(lambda: self._steps.finish(staged))
+        except ConfigurationError:
+            raise
+        except Exception as exc:
+            log.warning("ingestion_batch_split", error=str(exc), size=len(staged.records))
+            outcome = await self._process_isolating(staged.records, {})
+        finally:
+            staged.spans.end()
+        await self._commit(staged.records, consumer, outcome)
         return outcome
 
     async def _process_isolating(
@@ -207,12 +201,21 @@ class IngestionWorker:
                 return outcome
             log.exception("ingestion_record_failed", offset=records[0].offset)
             rejection = Rejection(records[0], RejectionKind.FAILED, f"{type(exc).__name__}: {exc}")
-            spans = self._batch_trace()
+            spans = BatchTrace(group=self._group, messaging_system=self._steps.messaging_system)
             try:
-                await self._retrying(lambda: self._announce([], [rejection], spans))
+                await self._retrying(lambda: self._steps.announce([], [rejection], spans))
             finally:
                 spans.end()
             return BatchOutcome(rejected=[rejection])
+
+    async def _process_once(
+        self, records: Sequence[Record], vectors: Mapping[str, list[float]]
+    ) -> BatchOutcome:
+        staged = await self._steps.stage(records, vectors)
+        try:
+            return await self._steps.finish(staged)
+        finally:
+            staged.spans.end()
 
     async def _retrying(self, step: Callable[[], Awaitable[T]]) -> T:
         """Run ``step`` until it succeeds or fails with a non-retryable error."""
@@ -228,153 +231,22 @@ class IngestionWorker:
                 attempt += 1
                 await asyncio.sleep(delay)
 
-    async def _process_once(
-        self, records: Sequence[Record], vectors: Mapping[str, list[float]]
-    ) -> BatchOutcome:
-        outcome = BatchOutcome()
-        accepted: list[Accepted] = []
-        spans = self._batch_trace()
+    async def _poll_ahead(self, consumer: Consumer) -> _Ahead | None:
+        records = await consumer.poll(max_records=self._batch_size, timeout_s=self._poll_timeout_s)
+        if not records:
+            return None
+        return records, asyncio.create_task(self._embed_texts(records))
+
+    async def _embed_texts(self, records: Sequence[Record]) -> dict[str, list[float]]:
+        """Vectors by text for the records' events; failures leave it to the batch itself."""
+        texts: list[str] = []
+        for record in records:
+            item = receive(record, dimension=self._embedder.dimension)
+            if isinstance(item, Accepted) and not item.event.input.embedding:
+                texts.append(item.event.input.text)
+        unique = list(dict.fromkeys(texts))
         try:
-            for record in records:
-                item = receive(record, dimension=self._embedder.dimension)
-                if isinstance(item, Accepted):
-                    accepted.append(item)
-                    spans.begin(item.record, item.event)
-                else:
-                    outcome.rejected.append(item)
-            self._observe(Stage.RECEIVE, [a.event.event_id for a in accepted])
-            firsts, repeats = first_of_each_id(accepted)
-            ids = [a.event.event_id for a in firsts]
-            with spans.stage("experience.embed", ids):
-                embeddings = await self._embed(firsts, vectors)
-            archived = self._derive(firsts, embeddings)
-            with spans.stage("experience.archive.put", ids):
-                stored = await self._archive_all(firsts, archived, outcome)
-            docs = [_document(a) for a in stored]
-            with spans.stage("experience.index.write", [d.event_id for d in docs]):
-                if docs:
-                    await self._index.upsert(docs)
-            self._observe(Stage.INDEX, [d.event_id for d in docs])
-            await self._announce(docs, outcome.rejected, spans)
-        finally:
-            spans.end()
-        outcome.indexed = docs
-        if repeats:
-            # A repeat of an id in the same batch meets the archive like any redelivery.
-            again = await self._process_once([r.record for r in repeats], vectors)
-            outcome.indexed += again.indexed
-            outcome.rejected += again.rejected
-        return outcome
-
-    def _batch_trace(self) -> BatchTrace:
-        return BatchTrace(group=self._group, messaging_system=self._messaging_system)
-
-    async def _embed(
-        self, items: Sequence[Accepted], ready: Mapping[str, list[float]]
-    ) -> dict[str, list[float]]:
-        """Vectors by event id: computed ahead, or one batched call for the rest."""
-        missing = [a.event for a in items if not a.event.input.embedding]
-        todo = [e for e in missing if e.input.text not in ready]
-        computed = await self._embedder.embed([e.input.text for e in todo]) if todo else []
-        by_text = {**ready, **{e.input.text: v for e, v in zip(todo, computed, strict=True)}}
-        self._observe(Stage.EMBED, [a.event.event_id for a in items])
-        return {e.event_id: by_text[e.input.text] for e in missing}
-
-    def _derive(
-        self, items: Sequence[Accepted], vectors: dict[str, list[float]]
-    ) -> list[ArchivedEvent]:
-        """Score and key every event, and shape what the archive keeps."""
-        events = [a.event for a in items]
-        ids = [e.event_id for e in events]
-        scores = [score_importance(e) for e in events]
-        self._observe(Stage.SCORE, ids)
-        keys = [object_key_for(e) for e in events]
-        self._observe(Stage.KEY, ids)
-        return [
-            archived_event_for(
-                e,
-                embedding=vectors.get(e.event_id, list(e.input.embedding)),
-                importance_score=score,
-                key=key,
-            )
-            for e, score, key in zip(events, scores, keys, strict=True)
-        ]
-
-    async def _archive_all(
-        self, items: Sequence[Accepted], archived: Sequence[ArchivedEvent], outcome: BatchOutcome
-    ) -> list[ArchivedEvent]:
-        results = await asyncio.gather(*(self._archive_one(a) for a in archived))
-        stored: list[ArchivedEvent] = []
-        for item, result in zip(items, results, strict=True):
-            if isinstance(result, ArchivedEvent) and same_experience(item.event, result):
-                stored.append(result)
-            elif isinstance(result, ArchivedEvent):
-                outcome.rejected.append(_conflict(item, result.object_storage_key))
-        self._observe(Stage.ARCHIVE, [a.event_id for a in stored])
-        return stored
-
-    async def _archive_one(self, archived: ArchivedEvent) -> ArchivedEvent:
-        """Write once; on redelivery, the stored object is the truth to index from."""
-        key = archived.object_storage_key
-        try:
-            await self._archive.put_once(key, archive_body(archived))
-            return archived
-        except ObjectExistsError:
-            return ArchivedEvent.model_validate_json(await self._archive.get(key))
-
-    async def _announce(
-        self, docs: Sequence[IndexDocument], rejected: Sequence[Rejection], spans: BatchTrace
-    ) -> None:
-        publishes = []
-        for doc in docs:
-            spans.indexed(doc, index_name=self._index_name, model=self._embedder.name)
-            key = doc.event_id.encode()
-            headers = headers_with_context((), spans.context_for(doc.event_id))
-            enriched = enriched_payload_for(doc).to_wire()
-            indexed = indexed_payload_for(doc, index=self._index_name).to_wire()
-            publishes += [
-                self._bus.publish(EXPERIENCE_ENRICHED, _json(enriched), key=key, headers=headers),
-                self._bus.publish(MEMORY_INDEXED, _json(indexed), key=key, headers=headers),
-            ]
-        for rejection in rejected:
-            record = rejection.record
-            context = spans.rejected(record, rejection.kind.value, rejection.reason)
-            headers = headers_with_context(dlq_headers(rejection), context)
-            publishes.append(
-                self._bus.publish(EXPERIENCE_RAW_DLQ, record.value, key=record.key, headers=headers)
-            )
-            log.warning(
-                "event_dead_lettered",
-                kind=rejection.kind.value,
-                reason=rejection.reason,
-                partition=record.partition,
-                offset=record.offset,
-            )
-        with spans.stage("experience.publish", [d.event_id for d in docs]):
-            await asyncio.gather(*publishes)
-        self._observe(Stage.EMIT, [d.event_id for d in docs])
-
-    def _observe(self, stage: Stage, event_ids: Sequence[str]) -> None:
-        if self._observer is not None:
-            self._observer(stage, event_ids)
-
-
-def _document(archived: ArchivedEvent) -> IndexDocument:
-    return index_document_for(
-        archived,
-        embedding=list(archived.input.embedding),
-        importance_score=archived.importance_score,
-        object_storage_key=archived.object_storage_key,
-    )
-
-
-def _conflict(item: Accepted, key: str) -> Rejection:
-    reason = (
-        f"eventId: {item.event.event_id!r} is already archived at {key} with different "
-        "content; an archived event is never overwritten"
-    )
-    return Rejection(item.record, RejectionKind.CONFLICT, reason)
-
-
-def _json(payload: dict[str, object]) -> bytes:
-    return json.dumps(payload, separators=(",", ":")).encode()
+            vectors = await self._embedder.embed(unique) if unique else []
+        except Exception:  # the batch embeds again, with its own retries and isolation
+            return {}
+        return dict(zip(unique, vectors, strict=True))

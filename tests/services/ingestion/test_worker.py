@@ -15,7 +15,7 @@ from cogsub.core import (
     EXPERIENCE_RAW,
     ArchivedEvent,
 )
-from cogsub.ingestion import Stage
+from cogsub.ingestion import BatchOutcome, Stage
 from cogsub.ingestion.pipeline import DLQ_KIND_HEADER, DLQ_REASON_HEADER, DLQ_SOURCE_HEADER
 from tests.services.ingestion.harness import Harness, event_body
 
@@ -231,7 +231,6 @@ async def test_retryable_failures_are_retried_not_dead_lettered(harness: Harness
 
 
 async def test_run_embeds_ahead_and_a_stop_leaves_nothing_half_done(harness: Harness) -> None:
-    from cogsub.ingestion import BatchOutcome
 
     await harness.publish([event_body(i) for i in range(40)])
     bus = harness.bus()
@@ -253,3 +252,52 @@ async def test_run_embeds_ahead_and_a_stop_leaves_nothing_half_done(harness: Har
     await harness.drain(harness.worker(bus=bus), bus)  # the rest is delivered again
     assert await harness.indexed_ids() == 40
     assert len(await harness.archived_keys()) == 40
+
+
+@pytest.mark.parametrize(
+    "stage", [Stage.EMBED, Stage.ARCHIVE, Stage.INDEX, Stage.EMIT, Stage.COMMIT]
+)
+async def test_crash_in_the_pipelined_run_recovers_on_restart(
+    harness: Harness, stage: Stage
+) -> None:
+    bodies = [event_body(i) for i in range(30)]
+    await harness.publish([*bodies[:10], POISON[0], *bodies[10:], POISON[1]])
+    bus = harness.bus()
+    crashes = {"left": 2}  # let a batch or two through first, so batches are in flight
+
+    def observe(seen: Stage, ids: Sequence[str]) -> None:
+        if seen is stage:
+            crashes["left"] -= 1
+            if crashes["left"] == 0:
+                raise SimulatedCrash(stage)
+
+    worker = harness.worker(bus=bus, observer=observe)
+    await worker.prepare()
+    with pytest.raises(SimulatedCrash):
+        await asyncio.wait_for(worker.run(asyncio.Event()), timeout=20)
+    await harness.close()
+
+    bus = harness.bus()
+    await harness.drain(harness.worker(bus=bus), bus)
+    keys = await harness.archived_keys()
+    assert len(keys) == 30 == len(set(keys))
+    assert await harness.indexed_ids() == 30
+    assert await harness.announced() == {f"ev-{i:05d}" for i in range(30)}
+    assert {d.value for d in await harness.dead_letters()} == set(POISON)
+
+
+async def test_run_reports_the_last_batch_without_waiting_for_more(harness: Harness) -> None:
+    await harness.publish([event_body(i) for i in range(5)])  # fewer than one batch
+    bus = harness.bus()
+    worker = harness.worker(bus=bus)
+    await worker.prepare()
+    stop = asyncio.Event()
+    seen: list[int] = []
+
+    def after_batch(outcome: BatchOutcome) -> None:
+        seen.append(len(outcome.indexed))
+        stop.set()
+
+    await asyncio.wait_for(worker.run(stop, on_batch=after_batch), timeout=10)
+    assert seen == [5]
+    assert (await bus.topic_stats(EXPERIENCE_RAW, group="ingestion")).lag == 0

@@ -1,0 +1,119 @@
+"""`make bench-ingest BACKEND=distributed`: the pipeline on noida-db + SeaweedFS + osmem-server.
+
+Starts the three servers on loopback (stopped by PID at the end), then measures
+in one run: the raw concurrent S3 put rate (boto3, as many threads as the
+adapter's connection pool), the raw Kafka produce rate (aiokafka, idempotent,
+acks=all), and the ingestion pipeline's events/s with the hash embedder. The
+ratio is pipeline / the slower of the two raw rates.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import tempfile
+import time
+import uuid
+from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any
+
+from aiokafka import AIOKafkaProducer
+
+from benchmarks.ingest import make_events, pipeline_rate
+from cogsub.runtime import Settings
+
+S3_THREADS = 32
+RAW_PUTS = 2000
+RAW_PRODUCES = 10_000
+
+
+@contextlib.contextmanager
+def servers(workdir: Path) -> Iterator[dict[str, Any]]:
+    """noida-db, SeaweedFS and osmem-server, started on loopback and always stopped."""
+    from tests.fixtures.kafka import noida_server, running
+    from tests.fixtures.opensearch import osmem_process
+    from tests.fixtures.s3 import SeaweedFS
+
+    (workdir / "noida").mkdir()
+    (workdir / "seaweedfs").mkdir()
+    seaweed = SeaweedFS(workdir / "seaweedfs")
+    with running(noida_server(workdir / "noida")) as kafka, osmem_process() as search:
+        seaweed.start()
+        try:
+            yield {"kafka": kafka.bootstrap, "s3": seaweed.endpoint, "opensearch": search.url}
+        finally:
+            seaweed.stop()
+
+
+def raw_s3_rate(endpoint: Any, bucket: str) -> float:
+    client = endpoint.client()
+    client.create_bucket(Bucket=bucket)
+    body = b"x" * 2048
+
+    def put(i: int) -> None:
+        client.put_object(Bucket=bucket, Key=f"raw/{i}.json", Body=body, IfNoneMatch="*")
+
+    with ThreadPoolExecutor(S3_THREADS) as pool:
+        list(pool.map(put, range(50)))  # connections warm
+        started = time.perf_counter()
+        list(pool.map(put, range(50, 50 + RAW_PUTS)))
+        elapsed = time.perf_counter() - started
+    client.close()
+    return RAW_PUTS / elapsed
+
+
+async def raw_kafka_rate(bootstrap: str) -> float:
+    producer = AIOKafkaProducer(
+        bootstrap_servers=bootstrap,
+        acks="all",
+        enable_idempotence=True,
+        linger_ms=5,
+        max_batch_size=262_144,
+    )
+    await producer.start()
+    try:
+        body = b"x" * 1024
+        topic = f"raw-produce-{uuid.uuid4().hex[:8]}"
+        await producer.send_and_wait(topic, body)
+        started = time.perf_counter()
+        futures = [await producer.send(topic, body) for _ in range(RAW_PRODUCES)]
+        await asyncio.gather(*futures)
+        return RAW_PRODUCES / (time.perf_counter() - started)
+    finally:
+        await producer.stop()
+
+
+async def bench_distributed(count: int) -> list[dict[str, Any]]:
+    with tempfile.TemporaryDirectory(prefix="cogsub-bench-") as tmp, servers(Path(tmp)) as up:
+        s3 = up["s3"]
+        s3_rate = await asyncio.to_thread(raw_s3_rate, s3, f"raw-{uuid.uuid4().hex[:8]}")
+        kafka_rate = await raw_kafka_rate(up["kafka"])
+        settings = Settings(
+            backend="distributed",
+            embedder={"kind": "hash"},  # type: ignore[arg-type]
+            kafka={"bootstrap_servers": up["kafka"]},  # type: ignore[arg-type]
+            s3={  # type: ignore[arg-type]
+                "endpoint_url": s3.endpoint_url,
+                "bucket": f"bench-{uuid.uuid4().hex[:8]}",
+                "region": s3.region,
+                "access_key_id": s3.access_key_id,
+                "secret_access_key": s3.secret_access_key,
+            },
+            opensearch={"url": up["opensearch"], "index": f"bench-{uuid.uuid4().hex[:8]}"},  # type: ignore[arg-type]
+        )
+        measured = await pipeline_rate(settings, make_events(count))
+    slowest = min(s3_rate, kafka_rate)
+    row = {
+        "backend": "distributed",
+        "embedder": "hash",
+        "events": count,
+        "pipeline_events_per_s": round(measured["events_per_s"], 1),
+        "raw_s3_puts_per_s": round(s3_rate, 1),
+        "raw_kafka_produce_per_s": round(kafka_rate, 1),
+        "ratio_to_slowest": round(measured["events_per_s"] / slowest, 3),
+    }
+    print(json.dumps(row), flush=True)
+    return [row]

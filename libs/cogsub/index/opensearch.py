@@ -1,0 +1,430 @@
+"""The OpenSearch adapter of the MemoryIndex port (opensearch-py's async client).
+
+Request bodies come from :mod:`cogsub.index.opensearch_queries`; this module
+only sends them and turns answers and vendor exceptions into our types. Every
+vendor exception is translated in :func:`_translated`, by exception type:
+
+    opensearchpy.ConnectionError / ConnectionTimeout  -> UnavailableError
+    TransportError 429 or 5xx                          -> UnavailableError
+    AuthenticationException / AuthorizationException  -> ConfigurationError
+    NotFoundError (404)                                -> NotFoundError
+    ConflictError (409)                                -> ConflictError
+    RequestError (400)                                 -> the caller's ``bad_request`` class
+    any other OpenSearchException                      -> CogsubError
+
+Writes use ``refresh="wait_for"`` so a document is searchable when the call
+returns (the port's contract), without forcing a segment per request.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import random
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from typing import Any
+
+import opensearchpy
+import structlog
+from pydantic import ValidationError
+
+from cogsub.core.documents import EXPERIENCE_INDEX, IndexDocument
+from cogsub.core.errors import (
+    CogsubError,
+    ConfigurationError,
+    ConflictError,
+    FieldProblem,
+    InvalidInputError,
+    NotFoundError,
+    UnavailableError,
+)
+from cogsub.index import opensearch_queries as queries
+from cogsub.index.ports import DocumentPatch, Hit, SearchFilters
+from cogsub.index.text_query import join_terms, query_terms
+
+log = structlog.get_logger(__name__)
+
+_ALREADY_EXISTS = "resource_already_exists_exception"
+_REFRESH = "wait_for"
+
+
+@contextmanager
+def _translated(operation: str, *, bad_request: type[CogsubError] = CogsubError) -> Iterator[None]:
+    """Raise our error for any opensearch-py error escaping the block."""
+    try:
+        yield
+    except opensearchpy.ConnectionError as exc:  # ConnectionTimeout and SSLError included
+        message = f"opensearch {operation}: cannot reach the cluster ({exc.error})"
+        raise UnavailableError(message) from exc
+    except (opensearchpy.AuthenticationException, opensearchpy.AuthorizationException) as exc:
+        message = f"opensearch {operation}: credentials refused ({exc.status_code})"
+        raise ConfigurationError(message) from exc
+    except opensearchpy.NotFoundError as exc:
+        raise NotFoundError(f"opensearch {operation}: {exc.error}") from exc
+    except opensearchpy.ConflictError as exc:
+        raise ConflictError(f"opensearch {operation}: {exc.error}") from exc
+    except opensearchpy.RequestError as exc:
+        detail = f"opensearch {operation} rejected: {exc}"
+        if issubclass(bad_request, InvalidInputError):
+            raise bad_request([FieldProblem("request", detail)]) from exc
+        raise bad_request(detail) from exc
+    except opensearchpy.TransportError as exc:
+        status = exc.status_code
+        message = f"opensearch {operation}: status {status} ({exc.error})"
+        if isinstance(status, int) and (status == 429 or status >= 500):
+            raise UnavailableError(message) from exc
+        raise CogsubError(message) from exc
+    except opensearchpy.OpenSearchException as exc:
+        raise CogsubError(f"opensearch {operation}: {exc}") from exc
+
+
+class OpenSearchMemoryIndex:
+    """Memory documents in one OpenSearch index: BM25 on ``summary``, HNSW vectors.
+
+    Args:
+        url: One node's URL (``http://127.0.0.1:9200``); or give ``hosts``.
+        hosts: Several node URLs for a cluster.
+        index: Index name; the seed's ``experience_events`` by default.
+        username: Basic-auth user (never logged).
+        password: Basic-auth password (never logged).
+        verify_certs: Check TLS certificates (turn off only for self-signed test clusters).
+        ca_certs: A CA bundle for a private certificate authority.
+        timeout: Seconds per request.
+        max_retries: Transport retries on connection errors (never on timeouts).
+        shards: Primary shards when ``ensure`` creates the index.
+        replicas: Replicas when ``ensure`` creates the index.
+        bulk_size: Documents per bulk request.
+        knn_candidates: Minimum ``k`` of a k-NN query (more candidates, better recall).
+        max_update_attempts: Optimistic-concurrency retries of ``update``/``delete``.
+        client: An already-built client (then the connection arguments are ignored).
+
+    The caller closes the index with ``close`` (or ``async with``).
+    """
+
+    def __init__(
+        self,
+        *,
+        url: str | None = None,
+        hosts: Sequence[str] | None = None,
+        index: str = EXPERIENCE_INDEX,
+        username: str | None = None,
+        password: str | None = None,
+        verify_certs: bool = True,
+        ca_certs: str | None = None,
+        timeout: float = 10.0,
+        max_retries: int = 2,
+        shards: int = 1,
+        replicas: int = 0,
+        bulk_size: int = 500,
+        knn_candidates: int = 100,
+        max_update_attempts: int = 50,
+        client: opensearchpy.AsyncOpenSearch | None = None,
+    ) -> None:
+        if client is None:
+            if (url is None) == (hosts is None):
+                raise ConfigurationError("give exactly one of url= or hosts=")
+            if (username is None) != (password is None):
+                raise ConfigurationError("give both username= and password=, or neither")
+            client = opensearchpy.AsyncOpenSearch(
+                hosts=[url] if url is not None else list(hosts or ()),
+                http_auth=(username, password) if username is not None else None,
+                verify_certs=verify_certs,
+                # Turning verification off is an explicit choice; do not warn on every connection.
+                ssl_show_warn=verify_certs,
+                ca_certs=ca_certs,
+                timeout=timeout,
+                max_retries=max_retries,
+                # A conditional write that timed out may have applied: retrying it
+                # would meet a 409, re-read, and apply an increment twice.
+                retry_on_timeout=False,
+            )
+        if bulk_size < 1 or max_update_attempts < 1 or knn_candidates < 1:
+            raise ConfigurationError("bulk_size, knn_candidates, max_update_attempts must be >= 1")
+        self._client = client
+        self._index = index
+        self._shards = shards
+        self._replicas = replicas
+        self._bulk_size = bulk_size
+        self._knn_candidates = knn_candidates
+        self._max_update_attempts = max_update_attempts
+        self._dimension: int | None = None
+
+    def __repr__(self) -> str:
+        # No URL: it may carry credentials.
+        return f"OpenSearchMemoryIndex(index={self._index!r})"
+
+    @property
+    def index_name(self) -> str:
+        """The OpenSearch index this adapter reads and writes."""
+        return self._index
+
+    async def __aenter__(self) -> OpenSearchMemoryIndex:
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        await self.close()
+
+    async def ensure(self, *, dimension: int) -> None:
+        """Create the index for ``dimension``-d vectors, or check the existing one.
+
+        Raises:
+            ConfigurationError: the index exists with another embedding dimension.
+        """
+        body = queries.index_template(dimension, shards=self._shards, replicas=self._replicas)
+        self._dimension = None
+        with _translated("create index", bad_request=ConfigurationError):
+            try:
+                await self._client.indices.create(index=self._index, body=body)
+                log.info("opensearch_index_created", index=self._index, dimension=dimension)
+            except opensearchpy.RequestError as exc:
+                # Another process may have created it first: then check what it made.
+                if exc.error != _ALREADY_EXISTS:
+                    raise
+        existing = await self._mapped_dimension()
+        if existing is None:
+            raise ConfigurationError(f"index {self._index!r} has no knn_vector embedding field")
+        if existing != dimension:
+            raise ConfigurationError(
+                f"index {self._index!r} holds embeddings of dimension {existing}, not {dimension}"
+            )
+        self._dimension = existing
+
+    async def upsert(self, documents: Sequence[IndexDocument]) -> None:
+        """Index ``documents`` by ``event_id`` in bulk; searchable on return.
+
+        Raises:
+            ConfigurationError: an embedding whose length is not the index's dimension.
+            InvalidInputError: a document the mapping refuses (an unparseable date...).
+            ConflictError: an ``event_id`` that belongs to another bank; nothing is written.
+            UnavailableError: the cluster is down or throttling (retry the whole call).
+        """
+        if not documents:
+            return
+        dimension = await self._required_dimension()
+        for doc in documents:
+            if len(doc.embedding) != dimension:
+                # The index, not the document, fixes the dimension: a mismatch means
+                # the embedder and the index disagree (the same error as in ensure).
+                raise ConfigurationError(
+                    f"document {doc.event_id!r} has a {len(doc.embedding)}-dimensional"
+                    f" embedding; index {self._index!r} holds {dimension}-dimensional vectors"
+                )
+        await self._check_owners(documents)
+        for start in range(0, len(documents), self._bulk_size):
+            lines = queries.bulk_index_lines(
+                self._index, documents[start : start + self._bulk_size]
+            )
+            with _translated("bulk", bad_request=InvalidInputError):
+                response = await self._client.bulk(body=lines, refresh=_REFRESH)
+            _raise_for_failures(queries.bulk_failures(response, offset=start))
+
+    async def get(self, bank_id: str, event_id: str) -> IndexDocument | None:
+        """The document of ``bank_id`` with ``event_id``, or ``None``."""
+        found = await self._get_versioned(bank_id, event_id)
+        return None if found is None else found[0]
+
+    async def search_text(self, query: str, filters: SearchFilters, *, size: int) -> list[Hit]:
+        """BM25 hits on ``summary`` plus exact tag matches; no terms (only punctuation): no hits."""
+        queries.check_size(size)
+        terms = query_terms(query)
+        if not terms or size == 0:
+            return []
+        body = queries.text_query(join_terms(terms), filters, size, tag_terms=terms)
+        return await self._search(body, filters.bank_id, "search")
+
+    async def search_vector(
+        self, vector: Sequence[float], filters: SearchFilters, *, size: int
+    ) -> list[Hit]:
+        """Approximate nearest neighbours (HNSW, cosine); needs the k-NN plugin.
+
+        Raises:
+            InvalidInputError: a vector of the wrong length.
+            ConfigurationError: the cluster cannot run k-NN queries.
+        """
+        queries.check_size(size)
+        dimension = await self._required_dimension()
+        if len(vector) != dimension:
+            raise InvalidInputError([FieldProblem("vector", f"must have {dimension} values")])
+        if size == 0:
+            return []
+        k = max(size, self._knn_candidates)
+        body = queries.knn_query(vector, filters, size, k=k)
+        return await self._search(
+            body, filters.bank_id, "k-NN search", bad_request=ConfigurationError
+        )
+
+    async def update(self, bank_id: str, event_id: str, patch: DocumentPatch) -> IndexDocument:
+        """Apply ``patch`` with compare-and-set on ``_seq_no``, retrying lost races.
+
+        Raises:
+            NotFoundError: no such document in ``bank_id``.
+            InvalidInputError: the patched document breaks a bound (importance > 1...).
+            ConflictError: still losing races after ``max_update_attempts``.
+        """
+        for _ in range(self._max_update_attempts):
+            found = await self._get_versioned(bank_id, event_id)
+            if found is None:
+                raise NotFoundError(f"no document {event_id!r} in bank {bank_id!r}")
+            current, seq_no, primary_term = found
+            updated = queries.patched_document(current, patch)
+            if updated == current:
+                return current
+            try:
+                with _translated("update", bad_request=InvalidInputError):
+                    await self._client.index(
+                        index=self._index,
+                        id=event_id,
+                        body=updated.to_source(),
+                        if_seq_no=seq_no,
+                        if_primary_term=primary_term,
+                        refresh=_REFRESH,
+                    )
+            except ConflictError:
+                await _backoff()
+                continue
+            return updated
+        raise ConflictError(
+            f"update of {event_id!r} lost {self._max_update_attempts} races in a row"
+        )
+
+    async def delete(self, bank_id: str, event_id: str) -> bool:
+        """Remove the document if it belongs to ``bank_id``; ``True`` if it did."""
+        for _ in range(self._max_update_attempts):
+            found = await self._get_versioned(bank_id, event_id)
+            if found is None:
+                return False
+            _, seq_no, primary_term = found
+            try:
+                with _translated("delete"):
+                    await self._client.delete(
+                        index=self._index,
+                        id=event_id,
+                        if_seq_no=seq_no,
+                        if_primary_term=primary_term,
+                        refresh=_REFRESH,
+                    )
+            except NotFoundError:
+                return False
+            except ConflictError:
+                # Changed since we read it (perhaps moved bank): read again.
+                await _backoff()
+                continue
+            return True
+        raise ConflictError(f"delete of {event_id!r} lost {self._max_update_attempts} races")
+
+    async def count(self, bank_id: str | None = None) -> int:
+        """Documents in ``bank_id``, or in every bank."""
+        body = queries.count_query(bank_id)
+        with _translated("count"):
+            response = await self._client.count(index=self._index, body=body)
+        return int(response["count"])
+
+    async def close(self) -> None:
+        """Close the client's connections (idempotent)."""
+        await self._client.close()
+
+    async def _search(
+        self,
+        body: dict[str, Any],
+        bank_id: str,
+        operation: str,
+        *,
+        bad_request: type[CogsubError] = CogsubError,
+    ) -> list[Hit]:
+        with _translated(operation, bad_request=bad_request):
+            response = await self._client.search(index=self._index, body=body)
+        hits = []
+        for raw in response["hits"]["hits"]:
+            doc = _document(raw["_source"], raw.get("_id"))
+            if doc.bank_id != bank_id:  # the query filters by bank; this only guards its builder
+                raise CogsubError(f"opensearch returned a document of bank {doc.bank_id!r}")
+            hits.append(Hit(document=doc, score=float(raw["_score"])))
+        return hits
+
+    async def _check_owners(self, documents: Sequence[IndexDocument]) -> None:
+        # ``_id`` is the event id alone, so without this a bank could overwrite
+        # another bank's memory. Check-then-write: two banks racing to create the
+        # same new id are not caught, which event ids (globally unique) rule out.
+        owners: dict[str, str] = {}
+        for doc in documents:
+            if owners.setdefault(doc.event_id, doc.bank_id) != doc.bank_id:
+                raise ConflictError(f"event {doc.event_id!r} given for two banks")
+        ids = list(owners)
+        for start in range(0, len(ids), self._bulk_size):
+            body = {"ids": ids[start : start + self._bulk_size]}
+            with _translated("mget"):
+                response = await self._client.mget(
+                    index=self._index, body=body, _source_includes="bank_id"
+                )
+            for found in response["docs"]:
+                if found.get("found") and found["_source"]["bank_id"] != owners[found["_id"]]:
+                    raise ConflictError(f"event {found['_id']!r} belongs to another bank")
+
+    async def _get_versioned(
+        self, bank_id: str, event_id: str
+    ) -> tuple[IndexDocument, int, int] | None:
+        try:
+            with _translated("get"):
+                response = await self._client.get(index=self._index, id=event_id)
+        except NotFoundError:
+            return None
+        doc = _document(response["_source"], event_id)
+        if doc.bank_id != bank_id:
+            return None
+        return doc, int(response["_seq_no"]), int(response["_primary_term"])
+
+    async def _mapped_dimension(self) -> int | None:
+        with _translated("get mapping"):
+            mapping = await self._client.indices.get_mapping(index=self._index)
+        return queries.mapped_dimension(mapping, self._index)
+
+    async def _required_dimension(self) -> int:
+        # Checked before writing: a bulk into a missing index would auto-create
+        # it with dynamic mappings and no vector field.
+        if self._dimension is None:
+            try:
+                dimension = await self._mapped_dimension()
+            except NotFoundError:
+                raise ConfigurationError(
+                    f"index {self._index!r} does not exist; call ensure(dimension=...) first"
+                ) from None
+            if dimension is None:
+                raise ConfigurationError(f"index {self._index!r} has no knn_vector embedding")
+            self._dimension = dimension
+        return self._dimension
+
+
+def _document(source: dict[str, Any], event_id: object) -> IndexDocument:
+    try:
+        return IndexDocument.model_validate(source)
+    except ValidationError as exc:
+        raise CogsubError(f"stored document {event_id!r} is not an IndexDocument: {exc}") from exc
+
+
+def _raise_for_failures(failures: list[queries.BulkFailure]) -> None:
+    """Raise for refused bulk items: retryable first, so a redelivery can fix them."""
+    if not failures:
+        return
+    retryable = [f for f in failures if f.retryable]
+    first = (retryable or failures)[0]
+    summary = (
+        f"opensearch bulk: {len(retryable or failures)} documents refused, first "
+        f"documents[{first.position}] status {first.status} ({first.error_type}: {first.reason})"
+    )
+    if retryable:
+        raise UnavailableError(summary)
+    if all(f.status == 400 for f in failures):
+        raise InvalidInputError(
+            [
+                FieldProblem(f"documents[{f.position}]", f"{f.error_type}: {f.reason}")
+                for f in failures
+            ]
+        )
+    if all(f.status == 409 for f in failures):
+        raise ConflictError(summary)
+    raise CogsubError(summary)
+
+
+async def _backoff() -> None:
+    # Jitter spreads out writers that lost the same race, so they do not collide again.
+    await asyncio.sleep(random.uniform(0.0, 0.005))

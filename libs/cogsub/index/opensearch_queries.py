@@ -1,0 +1,348 @@
+"""Pure builders for OpenSearch request bodies: mapping, filters, BM25, k-NN, hybrid.
+
+Nothing here does I/O, so every body the adapter sends is pinned by golden
+tests without a server. Two rules hold for every query body built here:
+
+- the ``bank_id`` term filter is always present (bank isolation is enforced
+  by the query, not by post-filtering), and
+- filters sit *inside* the ``knn`` clause, so OpenSearch applies them during
+  the graph search (efficient filtering) instead of after it, which would
+  return fewer than ``size`` hits for selective filters.
+
+Engine choice: ``lucene``. It supports ``cosinesimil`` and efficient
+filtering (pre-filtering with an exact-search fallback for small candidate
+sets) on every OpenSearch version we target, needs no native library, and our
+per-bank result sets are small; ``faiss`` only pays off for large, mostly
+unfiltered indices, and its efficient filtering and cosine support are newer.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from pydantic import ValidationError
+
+from cogsub.core.documents import EXPERIENCE_INDEX, IndexDocument
+from cogsub.core.errors import ConfigurationError, FieldProblem, InvalidInputError
+from cogsub.core.events import MAX_EMBEDDING_DIMENSION, format_timestamp
+from cogsub.index.ports import DocumentPatch, SearchFilters
+
+Body = dict[str, Any]
+
+INDEX_NAME = EXPERIENCE_INDEX
+EMBEDDING_FIELD = "embedding"
+KNN_ENGINE = "lucene"
+KNN_SPACE_TYPE = "cosinesimil"
+# Graph quality vs build cost for memories of a few hundred dimensions: the
+# k-NN plugin's documented defaults (m=16) with a wider construction beam.
+HNSW_EF_CONSTRUCTION = 128
+HNSW_M = 16
+# Tags are short exact terms; at full weight one tag hit would outrank most summary matches.
+TAG_MATCH_BOOST = 0.5
+HYBRID_PIPELINE = "cogsub-hybrid"
+DEFAULT_HYBRID_WEIGHTS = (0.3, 0.7)
+
+_KEYWORD_FIELDS = (
+    "bank_id",
+    "event_id",
+    "event_type",
+    "fact_type",
+    "object_storage_key",
+    "session_id",
+    "tags",
+)
+_FLOAT_FIELDS = ("confidence", "decay_factor", "importance_score", "reward_score")
+
+
+def index_template(dimension: int, *, shards: int = 1, replicas: int = 0) -> Body:
+    """Settings and mappings for the ``experience_events`` index.
+
+    Args:
+        dimension: Length of every ``embedding`` vector.
+        shards: Primary shards (one is plenty below tens of millions of docs).
+        replicas: Replica shards (zero for a single-node cluster).
+
+    Raises:
+        ConfigurationError: a dimension, shard or replica count that cannot work.
+    """
+    if not 1 <= dimension <= MAX_EMBEDDING_DIMENSION:
+        raise ConfigurationError(
+            f"embedding dimension must be between 1 and {MAX_EMBEDDING_DIMENSION}, got {dimension}"
+        )
+    if shards < 1 or replicas < 0:
+        raise ConfigurationError(f"need shards >= 1 and replicas >= 0, got {shards}/{replicas}")
+    properties: Body = {
+        EMBEDDING_FIELD: {
+            "type": "knn_vector",
+            "dimension": dimension,
+            "method": {
+                "name": "hnsw",
+                "space_type": KNN_SPACE_TYPE,
+                "engine": KNN_ENGINE,
+                "parameters": {"ef_construction": HNSW_EF_CONSTRUCTION, "m": HNSW_M},
+            },
+        },
+        "summary": {"type": "text", "analyzer": "english"},
+        "retrieval_count": {"type": "integer"},
+        "timestamp": {"type": "date"},
+    }
+    properties.update({name: {"type": "keyword"} for name in _KEYWORD_FIELDS})
+    properties.update({name: {"type": "float"} for name in _FLOAT_FIELDS})
+    return {
+        "settings": {
+            "index": {
+                "knn": True,
+                "number_of_shards": shards,
+                "number_of_replicas": replicas,
+            }
+        },
+        "mappings": {"dynamic": "strict", "properties": dict(sorted(properties.items()))},
+    }
+
+
+def mapped_dimension(mapping_response: Mapping[str, Any], index: str) -> int | None:
+    """The ``embedding`` dimension in a ``GET <index>/_mapping`` response, if mapped as a vector."""
+    entry = mapping_response.get(index)
+    if not isinstance(entry, Mapping) and len(mapping_response) == 1:
+        # An alias answers under the concrete index name.
+        entry = next(iter(mapping_response.values()))
+    if not isinstance(entry, Mapping):
+        return None
+    field = entry.get("mappings", {}).get("properties", {}).get(EMBEDDING_FIELD, {})
+    if field.get("type") != "knn_vector" or not isinstance(field.get("dimension"), int):
+        return None
+    dimension: int = field["dimension"]
+    return dimension
+
+
+def filters_clause(filters: SearchFilters) -> list[Body]:
+    """The ``bool.filter`` list for ``filters``; the bank term always comes first.
+
+    An empty (not ``None``) set of fact types or tags matches nothing, as a
+    ``terms`` query with no values does.
+    """
+    clauses: list[Body] = [{"term": {"bank_id": filters.bank_id}}]
+    if filters.fact_types is not None:
+        clauses.append({"terms": {"fact_type": sorted(str(t) for t in filters.fact_types)}})
+    if filters.tags_any is not None:
+        clauses.append({"terms": {"tags": sorted(filters.tags_any)}})
+    window: Body = {}
+    if filters.since is not None:
+        window["gte"] = format_timestamp(filters.since)
+    if filters.until is not None:
+        window["lt"] = format_timestamp(filters.until)
+    if window:
+        clauses.append({"range": {"timestamp": window}})
+    if filters.min_importance is not None:
+        clauses.append({"range": {"importance_score": {"gte": filters.min_importance}}})
+    return clauses
+
+
+def text_query(
+    query: str, filters: SearchFilters, size: int, *, tag_terms: Sequence[str] = ()
+) -> Body:
+    """A BM25 search: any query term may match ``summary``; filters do not score.
+
+    Args:
+        query: Text for the ``summary`` match (analysed by the english analyzer).
+        filters: Restrictions; the bank term is always included.
+        size: Hits to return.
+        tag_terms: Terms that also score when a document has them as a tag
+            (exact keyword match, weighted by ``TAG_MATCH_BOOST``).
+    """
+    check_size(size)
+    return {"size": size, "query": _text_clause(query, filters, tag_terms)}
+
+
+def knn_query(vector: Sequence[float], filters: SearchFilters, size: int, *, k: int) -> Body:
+    """An approximate k-NN search with the filters applied inside the graph search.
+
+    Args:
+        vector: The query vector (the index's cosine space needs no normalisation).
+        filters: Restrictions; the bank term is always included.
+        size: Hits to return.
+        k: Neighbours to collect per shard before the top ``size`` are kept;
+            a larger ``k`` trades latency for recall.
+    """
+    check_size(size)
+    if k < 1:
+        raise InvalidInputError([FieldProblem("k", "must be at least 1")])
+    return {"size": size, "query": _knn_clause(vector, filters, k)}
+
+
+def hybrid_query(
+    query: str,
+    vector: Sequence[float],
+    filters: SearchFilters,
+    size: int,
+    *,
+    k: int,
+    tag_terms: Sequence[str] = (),
+) -> Body:
+    """A ``hybrid`` query (BM25 first, k-NN second) for a normalization search pipeline.
+
+    Send it with ``search_pipeline=HYBRID_PIPELINE`` (see ``hybrid_pipeline_body``).
+    Each sub-query carries the filters itself, since sub-query scores are
+    normalised separately and an unfiltered sub-query would leak other banks.
+    """
+    check_size(size)
+    if k < 1:
+        raise InvalidInputError([FieldProblem("k", "must be at least 1")])
+    subqueries = [_text_clause(query, filters, tag_terms), _knn_clause(vector, filters, k)]
+    return {"size": size, "query": {"hybrid": {"queries": subqueries}}}
+
+
+def hybrid_pipeline_body(
+    weights: Sequence[float] = DEFAULT_HYBRID_WEIGHTS,
+    *,
+    normalization: str = "min_max",
+    combination: str = "arithmetic_mean",
+) -> Body:
+    """A search pipeline that normalises BM25 and k-NN scores and mixes them.
+
+    Args:
+        weights: (text, vector) weights, in ``hybrid_query``'s sub-query order;
+            OpenSearch requires them to add up to 1.
+        normalization: ``min_max`` or ``l2``.
+        combination: ``arithmetic_mean``, ``geometric_mean`` or ``harmonic_mean``.
+
+    Raises:
+        ConfigurationError: weights that OpenSearch would refuse.
+    """
+    if len(weights) != 2:
+        raise ConfigurationError(f"hybrid weights are (text, vector), got {len(weights)} values")
+    if any(not math.isfinite(w) or w < 0 for w in weights) or not math.isclose(
+        sum(weights), 1.0, abs_tol=1e-6
+    ):
+        raise ConfigurationError(f"hybrid weights must be >= 0 and sum to 1, got {list(weights)}")
+    if normalization not in {"min_max", "l2"}:
+        raise ConfigurationError(f"unknown hybrid normalization {normalization!r}")
+    if combination not in {"arithmetic_mean", "geometric_mean", "harmonic_mean"}:
+        raise ConfigurationError(f"unknown hybrid combination {combination!r}")
+    return {
+        "description": "Cognitive Substrate: normalised BM25 + k-NN over experience_events",
+        "phase_results_processors": [
+            {
+                "normalization-processor": {
+                    "normalization": {"technique": normalization},
+                    "combination": {
+                        "technique": combination,
+                        "parameters": {"weights": [float(w) for w in weights]},
+                    },
+                }
+            }
+        ],
+    }
+
+
+def count_query(bank_id: str | None) -> Body:
+    """A ``_count`` body for one bank, or for all of them."""
+    if bank_id is None:
+        return {"query": {"match_all": {}}}
+    return {"query": {"bool": {"filter": [{"term": {"bank_id": bank_id}}]}}}
+
+
+def bulk_index_lines(index: str, documents: Sequence[IndexDocument]) -> list[Body]:
+    """Bulk ``index`` actions with ``_id = event_id``: a redelivered document replaces itself."""
+    lines: list[Body] = []
+    for doc in documents:
+        lines.append({"index": {"_index": index, "_id": doc.event_id}})
+        lines.append(doc.to_source())
+    return lines
+
+
+@dataclass(frozen=True)
+class BulkFailure:
+    """One refused item of a bulk request; ``position`` counts from the first document."""
+
+    position: int
+    status: int
+    error_type: str
+    reason: str
+
+    @property
+    def retryable(self) -> bool:
+        """Throttled or a server-side failure: the same item may succeed later."""
+        return self.status == 429 or self.status >= 500
+
+
+def bulk_failures(response: Mapping[str, Any], *, offset: int = 0) -> list[BulkFailure]:
+    """The failed items of a ``_bulk`` response (empty when ``errors`` is false)."""
+    if not response.get("errors"):
+        return []
+    failures = []
+    for position, item in enumerate(response.get("items", ())):
+        result: Mapping[str, Any] = next(iter(item.values()), {})
+        error = result.get("error")
+        if error is None:
+            continue
+        if isinstance(error, Mapping):
+            error_type, reason = str(error.get("type")), str(error.get("reason"))
+        else:
+            error_type, reason = "error", str(error)
+        failures.append(
+            BulkFailure(offset + position, int(result.get("status", 0)), error_type, reason)
+        )
+    return failures
+
+
+def patched_document(doc: IndexDocument, patch: DocumentPatch) -> IndexDocument:
+    """``doc`` with ``patch`` applied, validated (bounds included) like any new document.
+
+    Raises:
+        InvalidInputError: the result breaks a bound (importance above 1...).
+    """
+    changes: dict[str, Any] = {}
+    if patch.importance_score is not None:
+        changes["importance_score"] = patch.importance_score
+    if patch.decay_factor is not None:
+        changes["decay_factor"] = patch.decay_factor
+    count = patch.retrieval_count if patch.retrieval_count is not None else doc.retrieval_count
+    changes["retrieval_count"] = count + patch.retrieval_count_increment
+    try:
+        # model_copy would skip validation; the bounds matter here.
+        return IndexDocument.model_validate({**doc.model_dump(), **changes})
+    except ValidationError as exc:
+        problems = [
+            FieldProblem(".".join(str(part) for part in detail["loc"]), detail["msg"])
+            for detail in exc.errors(include_url=False)
+        ]
+        raise InvalidInputError(problems) from None
+
+
+def _text_clause(query: str, filters: SearchFilters, tag_terms: Sequence[str]) -> Body:
+    should: list[Body] = [{"match": {"summary": {"query": query, "operator": "or"}}}]
+    if tag_terms:
+        should.append({"terms": {"tags": list(tag_terms), "boost": TAG_MATCH_BOOST}})
+    return {
+        "bool": {
+            "should": should,
+            "minimum_should_match": 1,
+            "filter": filters_clause(filters),
+        }
+    }
+
+
+def _knn_clause(vector: Sequence[float], filters: SearchFilters, k: int) -> Body:
+    if not vector:
+        raise InvalidInputError([FieldProblem("vector", "must not be empty")])
+    if not all(math.isfinite(x) for x in vector):
+        raise InvalidInputError([FieldProblem("vector", "must contain only finite numbers")])
+    return {
+        "knn": {
+            EMBEDDING_FIELD: {
+                "vector": [float(x) for x in vector],
+                "k": k,
+                "filter": {"bool": {"filter": filters_clause(filters)}},
+            }
+        }
+    }
+
+
+def check_size(size: int) -> None:
+    """Refuse a negative hit count."""
+    if size < 0:
+        raise InvalidInputError([FieldProblem("size", "must be at least 0")])

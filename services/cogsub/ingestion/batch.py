@@ -1,0 +1,236 @@
+"""The stages one batch goes through, split where the worker pipelines them.
+
+``stage`` runs receive → embed → score → key → archive; ``finish`` runs index →
+emit. The worker may stage batch N+1 while batch N finishes, and commits in
+order, so the slowest store sets the pace instead of the sum of all of them.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+
+import structlog
+
+from cogsub.archive.ports import ArchiveStore
+from cogsub.bus.ports import EventBus, Record
+from cogsub.core.documents import (
+    IndexDocument,
+    enriched_payload_for,
+    index_document_for,
+    indexed_payload_for,
+)
+from cogsub.core.errors import ObjectExistsError
+from cogsub.core.events import ArchivedEvent
+from cogsub.core.importance import score_importance
+from cogsub.core.keys import object_key_for
+from cogsub.core.topics import EXPERIENCE_ENRICHED, EXPERIENCE_RAW_DLQ, MEMORY_INDEXED
+from cogsub.embeddings.ports import Embedder
+from cogsub.index.ports import MemoryIndex
+from cogsub.ingestion.pipeline import (
+    Accepted,
+    Rejection,
+    RejectionKind,
+    Stage,
+    archive_body,
+    archived_event_for,
+    dlq_headers,
+    first_of_each_id,
+    receive,
+    same_experience,
+)
+from cogsub.ingestion.tracing import BatchTrace
+from cogsub.telemetry.tracing import headers_with_context
+
+log = structlog.get_logger("cogsub.ingestion")
+
+StageObserver = Callable[[Stage, Sequence[str]], None]
+"""Called as each stage of a batch completes, with the event ids it covered."""
+
+
+@dataclass
+class BatchOutcome:
+    """What one batch did, for progress output and tests."""
+
+    indexed: list[IndexDocument] = field(default_factory=list)
+    rejected: list[Rejection] = field(default_factory=list)
+
+
+@dataclass
+class StagedBatch:
+    """A batch whose events are archived; ``spans`` stay open until the caller ends them."""
+
+    records: Sequence[Record]
+    stored: list[ArchivedEvent]
+    outcome: BatchOutcome
+    spans: BatchTrace
+
+
+@dataclass(frozen=True)
+class BatchSteps:
+    """The ports and names every stage needs."""
+
+    bus: EventBus
+    archive: ArchiveStore
+    index: MemoryIndex
+    embedder: Embedder
+    group: str
+    index_name: str
+    messaging_system: str
+    observer: StageObserver | None = None
+
+    async def stage(
+        self, records: Sequence[Record], vectors: Mapping[str, list[float]]
+    ) -> StagedBatch:
+        """Validate, embed, score, key and archive; nothing is announced yet."""
+        spans = BatchTrace(group=self.group, messaging_system=self.messaging_system)
+        outcome = BatchOutcome()
+        try:
+            accepted: list[Accepted] = []
+            for record in records:
+                item = receive(record, dimension=self.embedder.dimension)
+                if isinstance(item, Accepted):
+                    accepted.append(item)
+                    spans.begin(item.record, item.event)
+                else:
+                    outcome.rejected.append(item)
+            self.observe(Stage.RECEIVE, [a.event.event_id for a in accepted])
+            firsts, repeats = first_of_each_id(accepted)
+            ids = [a.event.event_id for a in firsts]
+            with spans.stage("experience.embed", ids):
+                embeddings = await self._embed(firsts, vectors)
+            archived = self._derive(firsts, embeddings)
+            with spans.stage("experience.archive.put", ids):
+                stored = await self._archive_all(firsts, archived, outcome)
+                # A repeat of an id in the same batch meets the archive like any redelivery.
+                repeated = self._derive(repeats, embeddings | await self._embed(repeats, vectors))
+                await self._archive_all(repeats, repeated, outcome)
+            self.observe(Stage.ARCHIVE, [a.event_id for a in stored])
+        except BaseException:
+            spans.end()
+            raise
+        return StagedBatch(records=records, stored=stored, outcome=outcome, spans=spans)
+
+    async def finish(self, staged: StagedBatch) -> BatchOutcome:
+        """Index the archived events and announce them (and the dead letters)."""
+        docs = [_document(a) for a in staged.stored]
+        with staged.spans.stage("experience.index.write", [d.event_id for d in docs]):
+            if docs:
+                await self.index.upsert(docs)
+        self.observe(Stage.INDEX, [d.event_id for d in docs])
+        await self.announce(docs, staged.outcome.rejected, staged.spans)
+        return BatchOutcome(indexed=docs, rejected=list(staged.outcome.rejected))
+
+    async def _embed(
+        self, items: Sequence[Accepted], ready: Mapping[str, list[float]]
+    ) -> dict[str, list[float]]:
+        """Vectors by event id: computed ahead, or one batched call for the rest."""
+        missing = [a.event for a in items if not a.event.input.embedding]
+        todo = list(dict.fromkeys(e.input.text for e in missing if e.input.text not in ready))
+        computed = await self.embedder.embed(todo) if todo else []
+        by_text = {**ready, **dict(zip(todo, computed, strict=True))}
+        if items:
+            self.observe(Stage.EMBED, [a.event.event_id for a in items])
+        return {e.event_id: by_text[e.input.text] for e in missing}
+
+    def _derive(
+        self, items: Sequence[Accepted], vectors: Mapping[str, list[float]]
+    ) -> list[ArchivedEvent]:
+        """Score and key every event, and shape what the archive keeps."""
+        events = [a.event for a in items]
+        ids = [e.event_id for e in events]
+        scores = [score_importance(e) for e in events]
+        keys = [object_key_for(e) for e in events]
+        if items:
+            self.observe(Stage.SCORE, ids)
+            self.observe(Stage.KEY, ids)
+        return [
+            archived_event_for(
+                e,
+                embedding=vectors.get(e.event_id, list(e.input.embedding)),
+                importance_score=score,
+                key=key,
+            )
+            for e, score, key in zip(events, scores, keys, strict=True)
+        ]
+
+    async def _archive_all(
+        self, items: Sequence[Accepted], archived: Sequence[ArchivedEvent], outcome: BatchOutcome
+    ) -> list[ArchivedEvent]:
+        results = await asyncio.gather(*(self._archive_one(a) for a in archived))
+        stored: list[ArchivedEvent] = []
+        for item, result in zip(items, results, strict=True):
+            if same_experience(item.event, result):
+                stored.append(result)
+            else:
+                outcome.rejected.append(_conflict(item, result.object_storage_key))
+        return stored
+
+    async def _archive_one(self, archived: ArchivedEvent) -> ArchivedEvent:
+        """Write once; on redelivery, the stored object is the truth to index from."""
+        key = archived.object_storage_key
+        try:
+            await self.archive.put_once(key, archive_body(archived))
+            return archived
+        except ObjectExistsError:
+            return ArchivedEvent.model_validate_json(await self.archive.get(key))
+
+    async def announce(
+        self, docs: Sequence[IndexDocument], rejected: Sequence[Rejection], spans: BatchTrace
+    ) -> None:
+        """Publish experience.enriched and memory.indexed per doc, and every dead letter."""
+        publishes = []
+        for doc in docs:
+            spans.indexed(doc, index_name=self.index_name, model=self.embedder.name)
+            key = doc.event_id.encode()
+            headers = headers_with_context((), spans.context_for(doc.event_id))
+            enriched = enriched_payload_for(doc).to_wire()
+            indexed = indexed_payload_for(doc, index=self.index_name).to_wire()
+            publishes += [
+                self.bus.publish(EXPERIENCE_ENRICHED, _json(enriched), key=key, headers=headers),
+                self.bus.publish(MEMORY_INDEXED, _json(indexed), key=key, headers=headers),
+            ]
+        for rejection in rejected:
+            record = rejection.record
+            context = spans.rejected(record, rejection.kind.value, rejection.reason)
+            headers = headers_with_context(dlq_headers(rejection), context)
+            publishes.append(
+                self.bus.publish(EXPERIENCE_RAW_DLQ, record.value, key=record.key, headers=headers)
+            )
+            log.warning(
+                "event_dead_lettered",
+                kind=rejection.kind.value,
+                reason=rejection.reason,
+                partition=record.partition,
+                offset=record.offset,
+            )
+        with spans.stage("experience.publish", [d.event_id for d in docs]):
+            await asyncio.gather(*publishes)
+        self.observe(Stage.EMIT, [d.event_id for d in docs])
+
+    def observe(self, stage: Stage, event_ids: Sequence[str]) -> None:
+        if self.observer is not None:
+            self.observer(stage, event_ids)
+
+
+def _document(archived: ArchivedEvent) -> IndexDocument:
+    return index_document_for(
+        archived,
+        embedding=list(archived.input.embedding),
+        importance_score=archived.importance_score,
+        object_storage_key=archived.object_storage_key,
+    )
+
+
+def _conflict(item: Accepted, key: str) -> Rejection:
+    reason = (
+        f"eventId: {item.event.event_id!r} is already archived at {key} with different "
+        "content; an archived event is never overwritten"
+    )
+    return Rejection(item.record, RejectionKind.CONFLICT, reason)
+
+
+def _json(payload: dict[str, object]) -> bytes:
+    return json.dumps(payload, separators=(",", ":")).encode()

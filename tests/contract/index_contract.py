@@ -1,0 +1,730 @@
+"""The MemoryIndex contract, written once and run against every adapter.
+
+A concrete test class inherits ``MemoryIndexContract`` and provides an
+``index_factory`` fixture: a zero-argument callable (sync or async) returning a
+NEW MemoryIndex over the same backend each time, so that a test can close one
+index and reopen another. The suite calls ``ensure(dimension=...)`` on every
+index it opens and closes every index it opened. Bank ids come from
+``unique_name``, and event ids start with the bank id, so tests never collide on
+a shared backend.
+
+Capabilities, as class attributes a concrete class may override:
+
+- ``supports_vector_search``: ``False`` for backends that cannot run k-NN
+  queries (the OpenSearch emulator); vector tests then skip.
+- ``durable``: ``False`` when a second index from the factory does not see the
+  first one's data (``":memory:"``); reopen and cross-instance tests then skip.
+- ``dimension``: the vector dimension of the test documents.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+import math
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Sequence
+from datetime import UTC, datetime, timedelta
+from typing import Any, Literal
+
+import numpy as np
+import pytest
+
+from cogsub.core import ConfigurationError, ConflictError, FactType, IndexDocument, NotFoundError
+from cogsub.core.errors import InvalidInputError
+from cogsub.index.ports import DocumentPatch, Hit, MemoryIndex, SearchFilters
+
+IndexFactory = Callable[[], MemoryIndex | Awaitable[MemoryIndex]]
+SearchKind = Literal["text", "vector"]
+
+BASE_TIME = datetime(2026, 5, 8, 22, 31, 25, 237000, tzinfo=UTC)
+
+HOSTILE_QUERIES = (
+    "",
+    "   \t\n ",
+    '"',
+    '""',
+    "*",
+    "^",
+    "(((",
+    ")",
+    "NEAR(",
+    "NEAR(alpha beta, 2)",
+    "AND",
+    "OR NOT AND",
+    '" OR bank_id:*',
+    "bank_id:* OR summary:*",
+    "{summary tags}: alpha",
+    "alpha*",
+    "-alpha +beta",
+    '"alpha" NOT "beta"',
+    "'; DROP TABLE documents; --",
+    "1=1) OR (1=1",
+    "\x00\x01\x1f",
+    "\ud800 lone surrogate",
+    "emoji 🚀🔥 café naïve",
+    "a" * 10_000,
+    " ".join(f"word{i}" for i in range(500)),
+    '{"query": {"match_all": {}}}',
+    "bank_id:other AND event_id:x",
+    "~!@#$%^&*()_+`-=[]\\{}|;':\",./<>?",
+)
+
+
+def float32_exact(values: Iterable[float]) -> list[float]:
+    """Python floats that survive a float32 round trip unchanged."""
+    return [float(value) for value in np.asarray(list(values), dtype=np.float32)]
+
+
+def unit_vector(seed: int, dimension: int) -> list[float]:
+    """A deterministic pseudo-random unit vector."""
+    raw = np.random.default_rng(seed).standard_normal(dimension)
+    return float32_exact(raw / np.linalg.norm(raw))
+
+
+def angled_vector(cosine: float, dimension: int, *, plane: int = 1) -> list[float]:
+    """A unit vector whose cosine with the first axis is ``cosine``."""
+    values = [0.0] * dimension
+    values[0] = cosine
+    values[plane] = math.sqrt(max(0.0, 1.0 - cosine * cosine))
+    return float32_exact(values)
+
+
+def axis(dimension: int) -> list[float]:
+    """The first basis vector: the query vector of most vector tests."""
+    return angled_vector(1.0, dimension)
+
+
+def iso(moment: datetime) -> str:
+    return (
+        moment.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.") + f"{moment.microsecond // 1000:03d}Z"
+    )
+
+
+def make_doc(
+    bank_id: str,
+    name: str,
+    *,
+    summary: str = "a plain memory",
+    embedding: Sequence[float] | None = None,
+    dimension: int = 8,
+    timestamp: datetime = BASE_TIME,
+    importance: float = 0.5,
+    tags: Sequence[str] = (),
+    fact_type: FactType | None = None,
+    **fields: Any,
+) -> IndexDocument:
+    """A valid IndexDocument with event id ``{bank_id}-{name}`` (globally unique per test)."""
+    event_id = f"{bank_id}-{name}"
+    values: dict[str, Any] = {
+        "event_id": event_id,
+        "timestamp": iso(timestamp),
+        "event_type": "user_input",
+        "session_id": f"{bank_id}-session",
+        "summary": summary,
+        "embedding": list(embedding) if embedding is not None else axis(dimension),
+        "importance_score": importance,
+        "reward_score": 0.5,
+        "confidence": 0.5,
+        "retrieval_count": 0,
+        "decay_factor": 1.0,
+        "object_storage_key": f"events/2026/05/08/{event_id}.json",
+        "tags": list(tags),
+        "bank_id": bank_id,
+        "fact_type": fact_type,
+    }
+    values.update(fields)
+    return IndexDocument(**values)
+
+
+def assert_same_document(actual: IndexDocument | None, expected: IndexDocument) -> None:
+    """Equal field for field; embeddings may come back rounded to float32."""
+    assert actual is not None
+    assert actual.model_dump(exclude={"embedding"}) == expected.model_dump(exclude={"embedding"})
+    assert actual.embedding == pytest.approx(expected.embedding, abs=1e-6)
+
+
+def ids(hits: Sequence[Hit]) -> list[str]:
+    return [hit.document.event_id for hit in hits]
+
+
+class IndexSession:
+    """Opens indexes for one test and closes whatever is still open."""
+
+    def __init__(self, factory: IndexFactory, dimension: int) -> None:
+        self._factory = factory
+        self._dimension = dimension
+        self._open: list[MemoryIndex] = []
+
+    async def open(self) -> MemoryIndex:
+        made = self._factory()
+        index = await made if inspect.isawaitable(made) else made
+        self._open.append(index)
+        await index.ensure(dimension=self._dimension)
+        return index
+
+    async def close(self, index: MemoryIndex) -> None:
+        self._open.remove(index)
+        await index.close()
+
+    async def close_all(self) -> None:
+        for index in reversed(self._open):
+            await index.close()
+        self._open.clear()
+
+
+class MemoryIndexContract:
+    """Behaviour every MemoryIndex adapter keeps (see ``cogsub.index.ports``)."""
+
+    supports_vector_search = True
+    durable = True
+    dimension = 8
+
+    @pytest.fixture
+    async def session(self, index_factory: IndexFactory) -> AsyncIterator[IndexSession]:
+        session = IndexSession(index_factory, self.dimension)
+        try:
+            yield session
+        finally:
+            await session.close_all()
+
+    @pytest.fixture
+    async def index(self, session: IndexSession) -> MemoryIndex:
+        return await session.open()
+
+    @pytest.fixture
+    def bank(self, unique_name: str) -> str:
+        return unique_name
+
+    @pytest.fixture
+    def other_bank(self, unique_name: str) -> str:
+        return f"{unique_name}-other"
+
+    @pytest.fixture(params=["text", "vector"])
+    def kind(self, request: pytest.FixtureRequest) -> SearchKind:
+        kind: SearchKind = request.param
+        if kind == "vector":
+            self.require_vectors()
+        return kind
+
+    def require_vectors(self) -> None:
+        if not self.supports_vector_search:
+            pytest.skip(f"{type(self).__name__}: this backend cannot run k-NN queries")
+
+    def require_durable(self) -> None:
+        if not self.durable:
+            pytest.skip(f"{type(self).__name__}: a new index does not see an earlier one's data")
+
+    def doc(self, bank_id: str, name: str, **fields: Any) -> IndexDocument:
+        return make_doc(bank_id, name, dimension=self.dimension, **fields)
+
+    async def search(
+        self, index: MemoryIndex, kind: SearchKind, filters: SearchFilters, *, size: int = 20
+    ) -> list[Hit]:
+        """Search for the word ``kiwi`` or near the first axis, whichever ``kind`` says."""
+        if kind == "text":
+            return await index.search_text("kiwi", filters, size=size)
+        return await index.search_vector(axis(self.dimension), filters, size=size)
+
+    # --- writing and reading ---------------------------------------------------------------
+
+    async def test_upsert_then_get_returns_the_document(
+        self, index: MemoryIndex, bank: str
+    ) -> None:
+        docs = [
+            self.doc(
+                bank,
+                "full",
+                summary="Compare object storage truth with retrieval metadata",
+                embedding=unit_vector(1, self.dimension),
+                tags=["memory", "ingestion"],
+                fact_type=FactType.PROCEDURE,
+                importance=0.81,
+                retrieval_count=3,
+                decay_factor=0.75,
+            ),
+            self.doc(bank, "bare", session_id=None, tags=[], fact_type=None),
+        ]
+        await index.upsert(docs)
+        for doc in docs:
+            assert_same_document(await index.get(bank, doc.event_id), doc)
+
+    async def test_get_of_a_missing_document_is_none(self, index: MemoryIndex, bank: str) -> None:
+        assert await index.get(bank, f"{bank}-never-written") is None
+
+    async def test_upsert_is_idempotent_and_replaces_content(
+        self, index: MemoryIndex, bank: str
+    ) -> None:
+        first = self.doc(bank, "same", summary="zebra crossing outside", importance=0.2)
+        await index.upsert([first])
+        await index.upsert([first])
+        assert await index.count(bank) == 1
+        second = self.doc(bank, "same", summary="giraffe enclosure inside", importance=0.9)
+        await index.upsert([second])
+        assert await index.count(bank) == 1
+        assert_same_document(await index.get(bank, first.event_id), second)
+        assert await index.search_text("zebra", SearchFilters(bank_id=bank), size=5) == []
+        hits = await index.search_text("giraffe", SearchFilters(bank_id=bank), size=5)
+        assert ids(hits) == [first.event_id]
+
+    async def test_upsert_of_many_documents_in_one_call(
+        self, index: MemoryIndex, bank: str
+    ) -> None:
+        docs = [self.doc(bank, f"n{i}", summary=f"batch member number{i}") for i in range(300)]
+        await index.upsert(docs)
+        assert await index.count(bank) == 300
+        hits = await index.search_text("number123", SearchFilters(bank_id=bank), size=5)
+        assert ids(hits) == [f"{bank}-n123"]
+
+    async def test_upsert_of_an_event_id_owned_by_another_bank_is_refused(
+        self, index: MemoryIndex, bank: str, other_bank: str
+    ) -> None:
+        original = self.doc(bank, "owned", summary="belongs to the first bank")
+        await index.upsert([original])
+        intruder = original.model_copy(update={"bank_id": other_bank, "summary": "hijacked"})
+        with pytest.raises(ConflictError):
+            await index.upsert([intruder])
+        assert_same_document(await index.get(bank, original.event_id), original)
+        assert await index.get(other_bank, original.event_id) is None
+        assert await index.count(other_bank) == 0
+
+    async def test_embedding_of_another_dimension_is_refused(
+        self, index: MemoryIndex, bank: str
+    ) -> None:
+        good = self.doc(bank, "good")
+        bad = self.doc(bank, "bad", embedding=[1.0] * (self.dimension + 1))
+        with pytest.raises(ConfigurationError):
+            await index.upsert([good, bad])
+        assert await index.count(bank) == 0
+
+    async def test_ensure_is_idempotent_and_refuses_another_dimension(
+        self, index: MemoryIndex, bank: str
+    ) -> None:
+        await index.ensure(dimension=self.dimension)
+        await index.upsert([self.doc(bank, "kept")])
+        with pytest.raises(ConfigurationError):
+            await index.ensure(dimension=self.dimension * 2)
+        await index.ensure(dimension=self.dimension)
+        assert await index.count(bank) == 1
+
+    # --- bank isolation --------------------------------------------------------------------
+
+    async def test_a_document_is_invisible_from_another_bank(
+        self, index: MemoryIndex, bank: str, other_bank: str
+    ) -> None:
+        doc = self.doc(bank, "secret", summary="kiwi secret launch codes", tags=["kiwi"])
+        await index.upsert([doc])
+        assert await index.get(other_bank, doc.event_id) is None
+        assert await index.count(other_bank) == 0
+        assert await index.delete(other_bank, doc.event_id) is False
+        with pytest.raises(NotFoundError):
+            await index.update(other_bank, doc.event_id, DocumentPatch(importance_score=0.0))
+        other = SearchFilters(bank_id=other_bank)
+        for query in ("kiwi secret launch codes", doc.event_id, f"{bank} kiwi", '" OR bank_id:*'):
+            assert await index.search_text(query, other, size=10) == []
+        assert_same_document(await index.get(bank, doc.event_id), doc)
+
+    async def test_vector_search_never_crosses_banks(
+        self, index: MemoryIndex, bank: str, other_bank: str
+    ) -> None:
+        self.require_vectors()
+        await index.upsert([self.doc(bank, "mine", embedding=axis(self.dimension))])
+        await index.upsert([self.doc(other_bank, "theirs", embedding=axis(self.dimension))])
+        hits = await index.search_vector(axis(self.dimension), SearchFilters(bank_id=bank), size=10)
+        assert ids(hits) == [f"{bank}-mine"]
+        empty = SearchFilters(bank_id=f"{bank}-nobody")
+        assert await index.search_vector(axis(self.dimension), empty, size=10) == []
+
+    async def test_count_per_bank_and_in_all_banks(
+        self, index: MemoryIndex, bank: str, other_bank: str
+    ) -> None:
+        before = await index.count()
+        await index.upsert([self.doc(bank, f"c{i}") for i in range(3)])
+        await index.upsert([self.doc(other_bank, f"c{i}") for i in range(2)])
+        assert await index.count(bank) == 3
+        assert await index.count(other_bank) == 2
+        assert await index.count() == before + 5
+
+    # --- text search -----------------------------------------------------------------------
+
+    async def test_bm25_ranks_documents_with_the_query_words_first(
+        self, index: MemoryIndex, bank: str
+    ) -> None:
+        await index.upsert(
+            [
+                self.doc(bank, "both", summary="rollback of the billing service after deploy"),
+                self.doc(bank, "one", summary="the billing team had lunch"),
+                self.doc(bank, "none", summary="a walk in the park with the dog"),
+                self.doc(bank, "noise1", summary="weather report for the weekend"),
+                self.doc(bank, "noise2", summary="notes about a book on gardening"),
+            ]
+        )
+        hits = await index.search_text("billing rollback", SearchFilters(bank_id=bank), size=10)
+        assert ids(hits) == [f"{bank}-both", f"{bank}-one"]
+        assert hits[0].score > hits[1].score > 0
+
+    async def test_stemming_finds_other_forms_of_a_word(
+        self, index: MemoryIndex, bank: str
+    ) -> None:
+        await index.upsert(
+            [
+                self.doc(bank, "past", summary="We deployed the billing service on Friday"),
+                self.doc(bank, "other", summary="Coffee with the design team"),
+            ]
+        )
+        hits = await index.search_text("deploying", SearchFilters(bank_id=bank), size=10)
+        assert ids(hits) == [f"{bank}-past"]
+
+    async def test_text_search_ignores_case_punctuation_and_stop_words(
+        self, index: MemoryIndex, bank: str
+    ) -> None:
+        await index.upsert(
+            [
+                self.doc(bank, "hq", summary="Acme HQ is in Berlin."),
+                self.doc(bank, "other", summary="The office is in a city"),
+            ]
+        )
+        hits = await index.search_text("Where is ACME's HQ?!", SearchFilters(bank_id=bank), size=5)
+        assert ids(hits)[:1] == [f"{bank}-hq"]
+
+    async def test_operator_words_are_plain_words(self, index: MemoryIndex, bank: str) -> None:
+        await index.upsert(
+            [
+                self.doc(bank, "near", summary="we met near the old bridge"),
+                self.doc(bank, "far", summary="the cabin is far away"),
+            ]
+        )
+        for query in ("NEAR(", "near", '"NEAR"', "NEAR AND OR"):
+            hits = await index.search_text(query, SearchFilters(bank_id=bank), size=5)
+            assert ids(hits) == [f"{bank}-near"], query
+
+    async def test_hostile_query_strings_never_raise_nor_leak(
+        self, index: MemoryIndex, bank: str, other_bank: str
+    ) -> None:
+        await index.upsert(
+            [
+                self.doc(bank, "a", summary="alpha beta gamma"),
+                self.doc(other_bank, "b", summary="alpha beta gamma documents bank_id summary"),
+            ]
+        )
+        for query in HOSTILE_QUERIES:
+            hits = await index.search_text(query, SearchFilters(bank_id=bank), size=10)
+            assert set(ids(hits)) <= {f"{bank}-a"}, query
+        assert await index.count(bank) == 1
+        assert await index.count(other_bank) == 1
+
+    async def test_a_query_without_words_has_no_hits(self, index: MemoryIndex, bank: str) -> None:
+        await index.upsert([self.doc(bank, "any", summary="something to find")])
+        for query in ("", "   ", "?!", "*", '"" ()'):
+            assert await index.search_text(query, SearchFilters(bank_id=bank), size=5) == []
+
+    # --- vector search ---------------------------------------------------------------------
+
+    async def test_vector_search_orders_by_cosine(self, index: MemoryIndex, bank: str) -> None:
+        self.require_vectors()
+        cosines = {"c90": 0.9, "c50": 0.5, "c10": 0.1, "cneg": -0.4, "c99": 0.99}
+        await index.upsert(
+            [
+                self.doc(bank, name, embedding=angled_vector(c, self.dimension))
+                for name, c in cosines.items()
+            ]
+        )
+        hits = await index.search_vector(axis(self.dimension), SearchFilters(bank_id=bank), size=10)
+        expected = sorted(cosines, key=lambda name: -cosines[name])
+        assert ids(hits) == [f"{bank}-{name}" for name in expected]
+        scores = [hit.score for hit in hits]
+        assert scores == sorted(scores, reverse=True)
+        assert scores[0] > scores[-1]
+
+    async def test_vector_search_does_not_need_a_unit_query(
+        self, index: MemoryIndex, bank: str
+    ) -> None:
+        self.require_vectors()
+        await index.upsert(
+            [
+                self.doc(bank, "x", embedding=angled_vector(0.95, self.dimension)),
+                self.doc(bank, "y", embedding=angled_vector(0.2, self.dimension)),
+            ]
+        )
+        query = [3.0 * value for value in axis(self.dimension)]
+        hits = await index.search_vector(query, SearchFilters(bank_id=bank), size=2)
+        assert ids(hits) == [f"{bank}-x", f"{bank}-y"]
+
+    async def test_vector_query_of_the_wrong_length_is_invalid(
+        self, index: MemoryIndex, bank: str
+    ) -> None:
+        self.require_vectors()
+        await index.upsert([self.doc(bank, "v")])
+        with pytest.raises(InvalidInputError):
+            await index.search_vector(
+                [1.0] * (self.dimension + 3), SearchFilters(bank_id=bank), size=3
+            )
+
+    # --- filters (text and vector) ---------------------------------------------------------
+
+    async def filter_corpus(self, index: MemoryIndex, bank: str) -> None:
+        """Six documents that all match ``kiwi`` and sit near the first axis."""
+
+        def kiwi(name: str, cosine: float, **fields: Any) -> IndexDocument:
+            summary = f"kiwi note {name}"
+            return self.doc(
+                bank,
+                name,
+                summary=summary,
+                embedding=angled_vector(cosine, self.dimension),
+                **fields,
+            )
+
+        await index.upsert(
+            [
+                kiwi("world", 0.99, fact_type=FactType.WORLD, tags=["red"], importance=0.9),
+                kiwi(
+                    "proc",
+                    0.95,
+                    fact_type=FactType.PROCEDURE,
+                    tags=["blue", "red"],
+                    importance=0.5,
+                    timestamp=BASE_TIME + timedelta(hours=1),
+                ),
+                kiwi(
+                    "pref",
+                    0.9,
+                    fact_type=FactType.PREFERENCE,
+                    tags=["green"],
+                    importance=0.2,
+                    timestamp=BASE_TIME + timedelta(hours=2),
+                ),
+                kiwi(
+                    "none",
+                    0.85,
+                    fact_type=None,
+                    tags=[],
+                    importance=0.7,
+                    timestamp=BASE_TIME - timedelta(days=30),
+                ),
+                kiwi(
+                    "exact",
+                    0.8,
+                    fact_type=FactType.WORLD,
+                    tags=["Red"],
+                    importance=0.5,
+                    timestamp=BASE_TIME + timedelta(hours=3),
+                ),
+                kiwi(
+                    "late",
+                    0.75,
+                    fact_type=FactType.EXPERIENCE,
+                    tags=["blue"],
+                    importance=1.0,
+                    timestamp=BASE_TIME + timedelta(days=365),
+                ),
+            ]
+        )
+
+    async def found(
+        self, index: MemoryIndex, kind: SearchKind, bank: str, **filters: Any
+    ) -> set[str]:
+        hits = await self.search(index, kind, SearchFilters(bank_id=bank, **filters))
+        assert all(hit.document.bank_id == bank for hit in hits)
+        return {hit.document.event_id.removeprefix(f"{bank}-") for hit in hits}
+
+    async def test_no_filter_finds_the_whole_bank(
+        self, index: MemoryIndex, bank: str, kind: SearchKind
+    ) -> None:
+        await self.filter_corpus(index, bank)
+        assert await self.found(index, kind, bank) == {
+            "world",
+            "proc",
+            "pref",
+            "none",
+            "exact",
+            "late",
+        }
+
+    async def test_filter_by_fact_types(
+        self, index: MemoryIndex, bank: str, kind: SearchKind
+    ) -> None:
+        await self.filter_corpus(index, bank)
+        world = frozenset({FactType.WORLD})
+        assert await self.found(index, kind, bank, fact_types=world) == {"world", "exact"}
+        two = frozenset({FactType.PROCEDURE, FactType.PREFERENCE})
+        assert await self.found(index, kind, bank, fact_types=two) == {"proc", "pref"}
+        unused = frozenset({FactType.CORRECTION})
+        assert await self.found(index, kind, bank, fact_types=unused) == set()
+
+    async def test_filter_by_any_of_the_tags_exactly(
+        self, index: MemoryIndex, bank: str, kind: SearchKind
+    ) -> None:
+        await self.filter_corpus(index, bank)
+        assert await self.found(index, kind, bank, tags_any=frozenset({"red"})) == {"world", "proc"}
+        either = frozenset({"green", "blue"})
+        assert await self.found(index, kind, bank, tags_any=either) == {"proc", "pref", "late"}
+        assert await self.found(index, kind, bank, tags_any=frozenset({"re"})) == set()
+
+    async def test_since_is_inclusive_and_until_exclusive(
+        self, index: MemoryIndex, bank: str, kind: SearchKind
+    ) -> None:
+        await self.filter_corpus(index, bank)
+        one_hour = BASE_TIME + timedelta(hours=1)
+        three_hours = BASE_TIME + timedelta(hours=3)
+        assert await self.found(index, kind, bank, since=one_hour, until=three_hours) == {
+            "proc",
+            "pref",
+        }
+        assert await self.found(index, kind, bank, since=three_hours) == {"exact", "late"}
+        assert await self.found(index, kind, bank, until=BASE_TIME) == {"none"}
+        assert await self.found(index, kind, bank, since=one_hour, until=one_hour) == set()
+
+    async def test_filter_by_minimum_importance_inclusive(
+        self, index: MemoryIndex, bank: str, kind: SearchKind
+    ) -> None:
+        await self.filter_corpus(index, bank)
+        assert await self.found(index, kind, bank, min_importance=0.7) == {"world", "none", "late"}
+        assert await self.found(index, kind, bank, min_importance=0.5) == {
+            "world",
+            "proc",
+            "none",
+            "exact",
+            "late",
+        }
+
+    async def test_filters_combine(self, index: MemoryIndex, bank: str, kind: SearchKind) -> None:
+        await self.filter_corpus(index, bank)
+        found = await self.found(
+            index,
+            kind,
+            bank,
+            fact_types=frozenset({FactType.WORLD, FactType.PROCEDURE, FactType.EXPERIENCE}),
+            tags_any=frozenset({"red", "blue"}),
+            since=BASE_TIME,
+            until=BASE_TIME + timedelta(days=30),
+            min_importance=0.5,
+        )
+        assert found == {"world", "proc"}
+
+    async def test_empty_filter_sets_match_nothing(
+        self, index: MemoryIndex, bank: str, kind: SearchKind
+    ) -> None:
+        await self.filter_corpus(index, bank)
+        assert await self.found(index, kind, bank, fact_types=frozenset()) == set()
+        assert await self.found(index, kind, bank, tags_any=frozenset()) == set()
+
+    async def test_size_is_respected(self, index: MemoryIndex, bank: str, kind: SearchKind) -> None:
+        await self.filter_corpus(index, bank)
+        assert len(await self.search(index, kind, SearchFilters(bank_id=bank), size=3)) == 3
+        assert len(await self.search(index, kind, SearchFilters(bank_id=bank), size=1)) == 1
+        assert await self.search(index, kind, SearchFilters(bank_id=bank), size=0) == []
+        assert len(await self.search(index, kind, SearchFilters(bank_id=bank), size=100)) == 6
+
+    async def test_hits_are_best_first(
+        self, index: MemoryIndex, bank: str, kind: SearchKind
+    ) -> None:
+        await self.filter_corpus(index, bank)
+        hits = await self.search(index, kind, SearchFilters(bank_id=bank), size=10)
+        scores = [hit.score for hit in hits]
+        assert scores == sorted(scores, reverse=True)
+        if kind == "vector":
+            assert ids(hits)[:3] == [f"{bank}-world", f"{bank}-proc", f"{bank}-pref"]
+
+    # --- update, delete --------------------------------------------------------------------
+
+    async def test_update_changes_only_the_patched_signals(
+        self, index: MemoryIndex, bank: str
+    ) -> None:
+        doc = self.doc(bank, "u", importance=0.4, retrieval_count=2, decay_factor=0.9)
+        await index.upsert([doc])
+        updated = await index.update(
+            bank, doc.event_id, DocumentPatch(importance_score=0.8, decay_factor=0.5)
+        )
+        expected = doc.model_copy(update={"importance_score": 0.8, "decay_factor": 0.5})
+        assert_same_document(updated, expected)
+        assert_same_document(await index.get(bank, doc.event_id), expected)
+        counted = await index.update(bank, doc.event_id, DocumentPatch(retrieval_count=7))
+        assert counted.retrieval_count == 7
+        bumped = await index.update(bank, doc.event_id, DocumentPatch(retrieval_count_increment=3))
+        assert bumped.retrieval_count == 10
+        assert bumped.importance_score == 0.8
+        assert await index.update(bank, doc.event_id, DocumentPatch()) == bumped
+
+    async def test_concurrent_increments_all_count(self, index: MemoryIndex, bank: str) -> None:
+        doc = self.doc(bank, "hot")
+        await index.upsert([doc])
+        patch = DocumentPatch(retrieval_count_increment=1)
+        await asyncio.gather(*(index.update(bank, doc.event_id, patch) for _ in range(20)))
+        fetched = await index.get(bank, doc.event_id)
+        assert fetched is not None
+        assert fetched.retrieval_count == 20
+
+    async def test_update_of_a_missing_document_raises_not_found(
+        self, index: MemoryIndex, bank: str
+    ) -> None:
+        with pytest.raises(NotFoundError):
+            await index.update(bank, f"{bank}-ghost", DocumentPatch(retrieval_count_increment=1))
+
+    async def test_updated_importance_is_what_filters_see(
+        self, index: MemoryIndex, bank: str, kind: SearchKind
+    ) -> None:
+        await self.filter_corpus(index, bank)
+        await self.search(index, kind, SearchFilters(bank_id=bank))  # warm any cache first
+        await index.update(bank, f"{bank}-pref", DocumentPatch(importance_score=0.95))
+        await index.update(bank, f"{bank}-world", DocumentPatch(importance_score=0.1))
+        assert await self.found(index, kind, bank, min_importance=0.9) == {"pref", "late"}
+
+    async def test_delete_removes_the_document_everywhere(
+        self, index: MemoryIndex, bank: str, kind: SearchKind
+    ) -> None:
+        await self.filter_corpus(index, bank)
+        await self.search(index, kind, SearchFilters(bank_id=bank))  # warm any cache first
+        assert await index.delete(bank, f"{bank}-world") is True
+        assert await index.delete(bank, f"{bank}-world") is False
+        assert await index.get(bank, f"{bank}-world") is None
+        assert await index.count(bank) == 5
+        assert "world" not in await self.found(index, kind, bank)
+        await index.upsert([self.doc(bank, "world", summary="kiwi again", importance=0.3)])
+        assert "world" in await self.found(index, kind, bank)
+
+    # --- durability and several instances -------------------------------------------------
+
+    async def test_documents_survive_a_reopen(
+        self, session: IndexSession, bank: str, kind: SearchKind
+    ) -> None:
+        self.require_durable()
+        first = await session.open()
+        await self.filter_corpus(first, bank)
+        await first.update(bank, f"{bank}-proc", DocumentPatch(retrieval_count_increment=4))
+        await first.delete(bank, f"{bank}-late")
+        await session.close(first)
+        second = await session.open()
+        assert await second.count(bank) == 5
+        proc = await second.get(bank, f"{bank}-proc")
+        assert proc is not None
+        assert proc.retrieval_count == 4
+        assert await self.found(second, kind, bank) == {"world", "proc", "pref", "none", "exact"}
+
+    async def test_a_second_instance_sees_the_first_ones_writes(
+        self, session: IndexSession, bank: str, kind: SearchKind
+    ) -> None:
+        self.require_durable()
+        writer, reader = await session.open(), await session.open()
+        await self.filter_corpus(writer, bank)
+        assert len(await self.found(reader, kind, bank)) == 6
+        await writer.delete(bank, f"{bank}-world")
+        await writer.update(bank, f"{bank}-pref", DocumentPatch(importance_score=0.99))
+        await writer.upsert([self.doc(bank, "fresh", summary="kiwi fresh", importance=0.98)])
+        assert await self.found(reader, kind, bank, min_importance=0.98) == {
+            "pref",
+            "fresh",
+            "late",
+        }
+        assert "world" not in await self.found(reader, kind, bank)
+
+    async def test_interleaved_writers_see_each_other(
+        self, session: IndexSession, bank: str, kind: SearchKind
+    ) -> None:
+        self.require_durable()
+        first, second = await session.open(), await session.open()
+        await first.upsert([self.doc(bank, "a1", summary="kiwi one")])
+        assert await self.found(first, kind, bank) == {"a1"}
+        await second.upsert([self.doc(bank, "b1", summary="kiwi two")])
+        await first.upsert([self.doc(bank, "a2", summary="kiwi three")])
+        assert await self.found(first, kind, bank) == {"a1", "b1", "a2"}
+        assert await self.found(second, kind, bank) == {"a1", "b1", "a2"}

@@ -1,0 +1,33 @@
+"""The MemoryIndex contract against the embedded adapter: a SQLite file and ``":memory:"``."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+pytest.register_assert_rewrite("tests.contract.index_contract")
+
+from cogsub.index.ports import MemoryIndex  # noqa: E402
+from cogsub.index.sqlite import SqliteMemoryIndex  # noqa: E402
+from tests.contract.index_contract import IndexFactory, MemoryIndexContract  # noqa: E402
+
+
+class TestSqliteFileIndex(MemoryIndexContract):
+    @pytest.fixture
+    def index_factory(self, data_dir: Path) -> IndexFactory:
+        def make() -> MemoryIndex:
+            return SqliteMemoryIndex(data_dir / "index.sqlite3")
+
+        return make
+
+
+class TestSqliteInMemoryIndex(MemoryIndexContract):
+    durable = False
+
+    @pytest.fixture
+    def index_factory(self) -> IndexFactory:
+        def make() -> MemoryIndex:
+            return SqliteMemoryIndex(":memory:")
+
+        return make

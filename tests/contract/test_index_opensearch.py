@@ -1,0 +1,35 @@
+"""The MemoryIndex contract against OpenSearchMemoryIndex.
+
+On osmem-server (the default) vector tests skip, since the emulator has no
+k-NN; with ``OPENSEARCH_URL`` pointing at a real OpenSearch they run too.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+pytest.register_assert_rewrite("tests.contract.index_contract")
+
+from cogsub.index.ports import MemoryIndex  # noqa: E402
+from tests.contract.index_contract import IndexFactory, MemoryIndexContract  # noqa: E402
+from tests.fixtures.opensearch import OpenSearchEndpoint  # noqa: E402
+
+pytestmark = pytest.mark.connected
+
+
+class TestOpenSearchIndex(MemoryIndexContract):
+    supports_vector_search = False  # osmem; a real cluster turns it on below
+
+    @pytest.fixture(autouse=True)
+    def _capabilities(self, opensearch_endpoint: OpenSearchEndpoint) -> None:
+        # An instance attribute: each test gets its own instance, bound to its fixtures.
+        self.supports_vector_search = opensearch_endpoint.supports_knn
+
+    @pytest.fixture
+    def index_factory(
+        self, opensearch_endpoint: OpenSearchEndpoint, opensearch_index_name: str
+    ) -> IndexFactory:
+        def make() -> MemoryIndex:
+            return opensearch_endpoint.memory_index(opensearch_index_name)
+
+        return make

@@ -1,0 +1,354 @@
+"""SqliteMemoryIndex behaviour beyond the contract: errors, schema, cache, pruning."""
+
+from __future__ import annotations
+
+import asyncio
+import random
+import sqlite3
+from collections.abc import AsyncIterator
+from datetime import timedelta
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from cogsub.core import (
+    ConfigurationError,
+    FactType,
+    IndexDocument,
+    InvalidInputError,
+    UnavailableError,
+)
+from cogsub.index import sqlite as sqlite_module
+from cogsub.index.ports import DocumentPatch, SearchFilters
+from cogsub.index.sqlite import SqliteMemoryIndex
+from cogsub.index.text_query import Fts5Stage, fts5_stages
+from tests.contract.index_contract import BASE_TIME, angled_vector, axis, make_doc, unit_vector
+
+DIMENSION = 8
+
+
+@pytest.fixture
+def path(data_dir: Path) -> Path:
+    return data_dir / "index.sqlite3"
+
+
+@pytest.fixture
+async def index(path: Path) -> AsyncIterator[SqliteMemoryIndex]:
+    index = SqliteMemoryIndex(path)
+    await index.ensure(dimension=DIMENSION)
+    yield index
+    await index.close()
+
+
+def doc(bank: str, name: str, **fields: object) -> IndexDocument:
+    return make_doc(bank, name, dimension=DIMENSION, **fields)  # type: ignore[arg-type]
+
+
+async def test_vector_scores_are_cosines(index: SqliteMemoryIndex, unique_name: str) -> None:
+    await index.upsert(
+        [
+            doc(unique_name, "a", embedding=[2.0 * v for v in angled_vector(0.6, DIMENSION)]),
+            doc(unique_name, "b", embedding=angled_vector(-0.25, DIMENSION)),
+        ]
+    )
+    hits = await index.search_vector(axis(DIMENSION), SearchFilters(bank_id=unique_name), size=5)
+    assert [hit.score for hit in hits] == pytest.approx([0.6, -0.25], abs=1e-6)
+
+
+async def test_naive_datetimes_in_filters_are_utc(
+    index: SqliteMemoryIndex, unique_name: str
+) -> None:
+    await index.upsert([doc(unique_name, "t", summary="kiwi", timestamp=BASE_TIME)])
+    naive = BASE_TIME.replace(tzinfo=None)
+    at = SearchFilters(bank_id=unique_name, since=naive, until=naive + timedelta(milliseconds=1))
+    assert len(await index.search_text("kiwi", at, size=5)) == 1
+    after = SearchFilters(bank_id=unique_name, since=naive + timedelta(microseconds=1))
+    assert await index.search_text("kiwi", after, size=5) == []
+
+
+async def test_bad_documents_are_invalid_input_and_write_nothing(
+    index: SqliteMemoryIndex, unique_name: str
+) -> None:
+    good = doc(unique_name, "good")
+    bad_time = doc(unique_name, "time", timestamp=BASE_TIME).model_copy(
+        update={"timestamp": "yesterday"}
+    )
+    not_finite = doc(unique_name, "nan", embedding=[float("nan")] + [0.0] * (DIMENSION - 1))
+    for bad in (bad_time, not_finite):
+        with pytest.raises(InvalidInputError):
+            await index.upsert([good, bad])
+    assert await index.count(unique_name) == 0
+
+
+async def test_bad_search_arguments_are_invalid_input(
+    index: SqliteMemoryIndex, unique_name: str
+) -> None:
+    filters = SearchFilters(bank_id=unique_name)
+    with pytest.raises(InvalidInputError):
+        await index.search_text("x", filters, size=-1)
+    with pytest.raises(InvalidInputError):
+        await index.search_vector([float("inf")] * DIMENSION, filters, size=3)
+    with pytest.raises(InvalidInputError):
+        await index.search_vector([[1.0]], filters, size=3)  # type: ignore[list-item]
+
+
+async def test_a_patch_out_of_range_is_invalid_and_changes_nothing(
+    index: SqliteMemoryIndex, unique_name: str
+) -> None:
+    original = doc(unique_name, "p", retrieval_count=1)
+    await index.upsert([original])
+    for patch in (
+        DocumentPatch(importance_score=1.5),
+        DocumentPatch(retrieval_count_increment=-2),
+        DocumentPatch(decay_factor=-0.1),
+    ):
+        with pytest.raises(InvalidInputError):
+            await index.update(unique_name, original.event_id, patch)
+    assert await index.get(unique_name, original.event_id) == original
+
+
+async def test_without_ensure_the_first_document_sets_the_dimension(
+    path: Path, unique_name: str
+) -> None:
+    index = SqliteMemoryIndex(path)
+    try:
+        await index.upsert([doc(unique_name, "first")])
+        with pytest.raises(ConfigurationError):
+            await index.ensure(dimension=DIMENSION + 1)
+        with pytest.raises(ConfigurationError):
+            await index.upsert([doc(unique_name, "short", embedding=[1.0, 0.0])])
+    finally:
+        await index.close()
+    reopened = SqliteMemoryIndex(path)
+    try:
+        with pytest.raises(ConfigurationError):
+            await reopened.upsert([doc(unique_name, "short", embedding=[1.0, 0.0])])
+    finally:
+        await reopened.close()
+
+
+async def test_empty_embeddings_and_bad_dimensions_are_configuration_errors(
+    path: Path, unique_name: str
+) -> None:
+    index = SqliteMemoryIndex(path)
+    try:
+        with pytest.raises(ConfigurationError):
+            await index.ensure(dimension=0)
+        with pytest.raises(ConfigurationError):
+            await index.upsert([doc(unique_name, "empty", embedding=[])])
+    finally:
+        await index.close()
+
+
+async def test_a_newer_schema_is_refused(path: Path) -> None:
+    with sqlite3.connect(path) as conn:
+        conn.execute(f"PRAGMA user_version = {sqlite_module.SCHEMA_VERSION + 1}")
+    conn.close()
+    index = SqliteMemoryIndex(path)
+    try:
+        with pytest.raises(ConfigurationError, match="newer"):
+            await index.count()
+    finally:
+        await index.close()
+
+
+@pytest.fixture
+def garbage(path: Path) -> Path:
+    path.write_bytes(b"certainly not sqlite " * 100)
+    return path
+
+
+async def test_a_file_that_is_not_a_database_is_a_configuration_error(garbage: Path) -> None:
+    index = SqliteMemoryIndex(garbage)
+    try:
+        with pytest.raises(ConfigurationError):
+            await index.count()
+    finally:
+        await index.close()
+
+
+async def test_a_missing_directory_is_a_configuration_error(data_dir: Path) -> None:
+    index = SqliteMemoryIndex(data_dir / "absent" / "index.sqlite3")
+    try:
+        with pytest.raises(ConfigurationError):
+            await index.count()
+    finally:
+        await index.close()
+
+
+async def test_a_held_write_lock_is_unavailable_then_clears(path: Path, unique_name: str) -> None:
+    index = SqliteMemoryIndex(path, busy_timeout_s=0.05)
+    try:
+        await index.ensure(dimension=DIMENSION)
+        blocker = sqlite3.connect(path, isolation_level=None)
+        try:
+            blocker.execute("BEGIN IMMEDIATE")
+            with pytest.raises(UnavailableError) as caught:
+                await index.upsert([doc(unique_name, "blocked")])
+            assert caught.value.retryable
+            blocker.execute("ROLLBACK")
+        finally:
+            blocker.close()
+        await index.upsert([doc(unique_name, "blocked")])
+        assert await index.count(unique_name) == 1
+    finally:
+        await index.close()
+
+
+async def test_close_is_idempotent_and_final(path: Path) -> None:
+    index = SqliteMemoryIndex(path)
+    await index.count()
+    await index.close()
+    await index.close()
+    with pytest.raises(RuntimeError):
+        await index.count()
+
+
+async def test_a_warm_vector_cache_follows_replaced_filter_fields(
+    index: SqliteMemoryIndex, unique_name: str
+) -> None:
+    bank = unique_name
+    await index.upsert([doc(bank, "m", tags=["old"], fact_type=FactType.WORLD)])
+    query = axis(DIMENSION)
+    assert len(await index.search_vector(query, SearchFilters(bank_id=bank), size=5)) == 1
+    await index.upsert(
+        [
+            doc(
+                bank,
+                "m",
+                tags=["new"],
+                fact_type=FactType.PROCEDURE,
+                importance=0.9,
+                timestamp=BASE_TIME + timedelta(days=1),
+            )
+        ]
+    )
+
+    async def found(**filters: object) -> int:
+        chosen = SearchFilters(bank_id=bank, **filters)  # type: ignore[arg-type]
+        return len(await index.search_vector(query, chosen, size=5))
+
+    assert await found(tags_any=frozenset({"old"})) == 0
+    assert await found(tags_any=frozenset({"new"})) == 1
+    assert await found(fact_types=frozenset({FactType.WORLD})) == 0
+    assert await found(fact_types=frozenset({FactType.PROCEDURE})) == 1
+    assert await found(until=BASE_TIME + timedelta(hours=1)) == 0
+    assert await found(min_importance=0.9) == 1
+
+
+async def test_deleted_slots_are_reused(index: SqliteMemoryIndex, unique_name: str) -> None:
+    bank = unique_name
+    await index.upsert([doc(bank, f"d{i}", embedding=unit_vector(i, DIMENSION)) for i in range(5)])
+    everything = SearchFilters(bank_id=bank)
+    assert len(await index.search_vector(axis(DIMENSION), everything, size=10)) == 5
+    for i in range(3):
+        await index.delete(bank, f"{bank}-d{i}")
+    await index.upsert(
+        [doc(bank, f"e{i}", embedding=unit_vector(10 + i, DIMENSION)) for i in range(3)]
+    )
+    hits = await index.search_vector(axis(DIMENSION), everything, size=10)
+    assert sorted(hit.document.event_id for hit in hits) == sorted(
+        [f"{bank}-d3", f"{bank}-d4", f"{bank}-e0", f"{bank}-e1", f"{bank}-e2"]
+    )
+
+
+async def test_the_fts_table_stays_consistent(
+    index: SqliteMemoryIndex, path: Path, unique_name: str
+) -> None:
+    bank = unique_name
+    for round_ in range(3):
+        await index.upsert(
+            [
+                doc(bank, f"r{i}", summary=f"round{round_} item{i}", tags=[f"t{round_}"])
+                for i in range(20)
+            ]
+        )
+        await index.delete(bank, f"{bank}-r{round_}")
+    hits = await index.search_text("round2", SearchFilters(bank_id=bank), size=50)
+    assert len(hits) == 19  # r2 deleted last; r0 and r1 came back in later rounds
+    assert await index.search_text("round0", SearchFilters(bank_id=bank), size=50) == []
+    conn = sqlite3.connect(path)
+    try:
+        # FTS5 checks that its index matches its content and raises if not.
+        conn.execute("INSERT INTO documents_fts (documents_fts) VALUES ('integrity-check')")
+        (fts_rows,) = conn.execute("SELECT count(*) FROM documents_fts").fetchone()
+        (doc_rows,) = conn.execute("SELECT count(*) FROM documents").fetchone()
+        assert fts_rows == doc_rows == 19
+    finally:
+        conn.close()
+
+
+async def test_staged_text_search_returns_what_the_full_query_returns(
+    index: SqliteMemoryIndex, unique_name: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    rng = random.Random(5)
+    vocabulary = [f"v{rank}" for rank in range(40)]
+    weights = [1.0 / (rank + 1) for rank in range(40)]
+    banks = [unique_name, f"{unique_name}-b"]
+    await index.upsert(
+        [
+            doc(
+                rng.choice(banks),
+                f"x{i}",
+                summary=" ".join(rng.choices(vocabulary, weights, k=rng.randint(3, 12))),
+                fact_type=rng.choice([FactType.WORLD, FactType.EXPERIENCE, None]),
+                importance=rng.random(),
+            )
+            for i in range(1500)
+        ]
+    )
+    queries = [" ".join(rng.choices(vocabulary, weights, k=rng.randint(2, 5))) for _ in range(60)]
+    filter_sets = [
+        SearchFilters(bank_id=unique_name),
+        SearchFilters(
+            bank_id=unique_name, min_importance=0.4, fact_types=frozenset({FactType.WORLD})
+        ),
+    ]
+
+    stages_used: list[int] = []
+
+    def recording_stages(*args: Any, **kwargs: Any) -> list[Fts5Stage] | None:
+        stages = fts5_stages(*args, **kwargs)
+        stages_used.append(0 if stages is None else len(stages))
+        return stages
+
+    monkeypatch.setattr(sqlite_module, "fts5_stages", recording_stages)
+
+    async def results() -> list[list[tuple[str, float]]]:
+        return [
+            [(hit.document.event_id, hit.score) for hit in await index.search_text(q, f, size=8)]
+            for q in queries
+            for f in filter_sets
+        ]
+
+    monkeypatch.setattr(sqlite_module, "_STAGE_BUDGET", 10**9)
+    full = await results()
+    assert not any(stages_used)  # one full query each
+    monkeypatch.setattr(sqlite_module, "_STAGE_BUDGET", 50)
+    staged = await results()
+    assert sum(1 for used in stages_used if used) >= 60
+    for got, expected in zip(staged, full, strict=True):
+        assert [event for event, _ in got] == [event for event, _ in expected]
+        assert [score for _, score in got] == pytest.approx([s for _, s in expected], rel=1e-9)
+
+
+async def test_blocking_work_runs_off_the_event_loop(path: Path, unique_name: str) -> None:
+    index = SqliteMemoryIndex(path, busy_timeout_s=20)
+    try:
+        await index.ensure(dimension=DIMENSION)
+        blocker = sqlite3.connect(path, isolation_level=None)
+        try:
+            blocker.execute("BEGIN IMMEDIATE")
+            upsert = asyncio.create_task(index.upsert([doc(unique_name, "waits")]))
+            for _ in range(5):
+                await asyncio.sleep(0)  # the upsert task runs up to its first await
+            # Had the upsert run on the loop, we would only get here after it gave up.
+            assert not upsert.done()
+            blocker.execute("ROLLBACK")
+        finally:
+            blocker.close()
+        await upsert
+        assert await index.count(unique_name) == 1
+    finally:
+        await index.close()
