@@ -1,0 +1,136 @@
+"""Typed memory at the API boundary: what agents retain and what recall hands back.
+
+These models are shared by the HTTP API, the SDK and the CLI (snake_case on the
+wire, like the index). A retained memory becomes an ExperienceEvent on
+``experience.raw``, so the archive stays the truth; recall reads the index and
+the archive.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+from pydantic import AwareDatetime, BaseModel, ConfigDict, Field
+
+from cogsub.core.events import MAX_TAGS, MAX_TEXT_LENGTH, FactType, SafeId, ShortText, Tag
+
+MAX_QUERY_LENGTH = 4_096
+MAX_RECALL_K = 100
+MAX_STEPS = 100
+PROCEDURE_TAG_PREFIX = "procedure:"
+VERSION_TAG_PREFIX = "version:"
+
+
+class BoundaryModel(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class RetainContext(BoundaryModel):
+    """Who and where a memory came from (becomes the event's context)."""
+
+    session_id: ShortText | None = None
+    user_id: ShortText | None = None
+    agent_id: ShortText | None = None
+    trace_id: ShortText | None = None
+    span_id: ShortText | None = None
+
+
+class RetainRequest(BoundaryModel):
+    """One memory to keep. Typed blocks (procedure … profile) are stored verbatim."""
+
+    content: str = Field(min_length=1, max_length=MAX_TEXT_LENGTH)
+    fact_type: FactType | None = None
+    tags: list[Tag] = Field(default_factory=list, max_length=MAX_TAGS - 2)
+    timestamp: AwareDatetime | None = None
+    context: RetainContext = Field(default_factory=RetainContext)
+    memory_id: SafeId | None = Field(
+        default=None, description="client-chosen id; retrying with the same id is idempotent"
+    )
+    steps: list[Annotated[str, Field(min_length=1, max_length=2_000)]] | None = Field(
+        default=None, max_length=MAX_STEPS
+    )
+    rationale: ShortText | None = None
+    supersedes: SafeId | None = Field(
+        default=None, description="for a procedure: the memory id of the version it replaces"
+    )
+    wait: bool = Field(default=False, description="return only once the memory is recallable")
+
+
+class RetainResult(BoundaryModel):
+    memory_id: str
+    bank_id: str
+    fact_type: FactType | None
+    object_storage_key: str
+    recallable: bool
+    version: int | None = None
+
+
+class RecallRequest(BoundaryModel):
+    query: str = Field(min_length=1, max_length=MAX_QUERY_LENGTH)
+    types: list[FactType] | None = None
+    tags: list[Tag] | None = None
+    since: AwareDatetime | None = None
+    until: AwareDatetime | None = None
+    k: int = Field(default=10, ge=1, le=MAX_RECALL_K)
+    max_tokens: int | None = Field(default=None, ge=1, le=1_000_000)
+    prefer_observations: bool = False
+    session_id: ShortText | None = Field(default=None, description="for session-relative novelty")
+    all_versions: bool = Field(default=False, description="every procedure version, not the newest")
+
+
+class ScoreBreakdown(BoundaryModel):
+    """Each signal in [0, 1], its weight, and ``final`` = Σ weight × signal."""
+
+    relevance: float
+    importance: float
+    recency: float
+    reward: float
+    reinforcement: float
+    novelty: float
+    type_boost: float
+    weights: dict[str, float]
+    final: float
+    bm25_rank: int | None = None
+    vector_rank: int | None = None
+    bm25_score: float | None = None
+    cosine: float | None = None
+
+
+class MemoryHit(BoundaryModel):
+    id: str
+    text: str
+    fact_type: FactType | None
+    event_type: str
+    timestamp: str
+    tags: list[str]
+    source_event_id: str
+    object_storage_key: str
+    score: float
+    tokens: int
+    steps: list[str] | None = None
+    rationale: str | None = None
+    version: int | None = None
+    explain: ScoreBreakdown
+
+
+class RecallResponse(BoundaryModel):
+    bank_id: str
+    query: str
+    results: list[MemoryHit]
+    candidates: int
+    tokens: int
+
+
+class MemoryRecord(BoundaryModel):
+    """One memory with the full archived event behind it."""
+
+    id: str
+    bank_id: str
+    fact_type: FactType | None
+    text: str
+    timestamp: str
+    tags: list[str]
+    object_storage_key: str
+    importance_score: float
+    retrieval_count: int
+    archived_event: dict[str, object]

@@ -1,0 +1,291 @@
+"""The memory service: retain through the pipeline, recall through hybrid policy-weighted ranking.
+
+Retain publishes an ExperienceEvent to experience.raw and returns once the bus
+has it durably (``wait=True``: once the index serves it), so the archive stays
+the truth and every memory takes the same path as any experience.
+
+Recall: BM25 and vector candidates (bounded pools) → reciprocal-rank fusion →
+policy-weighted ranking (relevance, importance × decay, recency, reward,
+retrieval-count reinforcement, session novelty) → newest procedure versions →
+top ``k`` within ``max_tokens`` → texts from the archive. Returned memories get
+their retrieval counts bumped in the background, never on the answer's path.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+from collections import OrderedDict
+from collections.abc import Callable, Sequence
+from datetime import UTC, datetime
+
+import structlog
+
+from cogsub.archive.ports import ArchiveStore
+from cogsub.bus.ports import EventBus
+from cogsub.core.errors import NotFoundError
+from cogsub.core.events import ArchivedEvent
+from cogsub.core.keys import object_key_for
+from cogsub.core.memory import (
+    MemoryHit,
+    MemoryRecord,
+    RecallRequest,
+    RecallResponse,
+    RetainRequest,
+    RetainResult,
+)
+from cogsub.core.topics import EXPERIENCE_RAW
+from cogsub.embeddings.ports import Embedder
+from cogsub.index.ports import DocumentPatch, MemoryIndex, SearchFilters
+from cogsub.recall.ranking import (
+    Budget,
+    RankingPolicy,
+    Scored,
+    estimate_tokens,
+    fuse,
+    newest_versions,
+    procedure_version,
+    rank,
+)
+from cogsub.recall.retain import ProcedureLineage, event_for, new_memory_id
+from cogsub.telemetry.tracing import headers_with_context, tracer
+
+log = structlog.get_logger("cogsub.recall")
+
+MAX_SESSIONS = 1_000
+MAX_IDS_PER_SESSION = 10_000
+
+
+class SessionNovelty:
+    """Which memories each session has already been shown, and how many turns ago."""
+
+    def __init__(self) -> None:
+        self._sessions: OrderedDict[tuple[str, str], tuple[int, dict[str, int]]] = OrderedDict()
+
+    def ages(self, bank_id: str, session_id: str | None) -> dict[str, int]:
+        if session_id is None or (bank_id, session_id) not in self._sessions:
+            return {}
+        turn, last = self._sessions[(bank_id, session_id)]
+        return {memory_id: turn - seen for memory_id, seen in last.items()}
+
+    def shown(self, bank_id: str, session_id: str | None, memory_ids: Sequence[str]) -> None:
+        if session_id is None:
+            return
+        key = (bank_id, session_id)
+        turn, last = self._sessions.pop(key, (0, {}))
+        for memory_id in memory_ids:
+            last[memory_id] = turn
+        while len(last) > MAX_IDS_PER_SESSION:
+            last.pop(next(iter(last)))
+        self._sessions[key] = (turn + 1, last)
+        while len(self._sessions) > MAX_SESSIONS:
+            self._sessions.popitem(last=False)
+
+
+class MemoryService:
+    """retain / recall / get over the four ports."""
+
+    def __init__(
+        self,
+        *,
+        bus: EventBus,
+        archive: ArchiveStore,
+        index: MemoryIndex,
+        embedder: Embedder,
+        policy: RankingPolicy | None = None,
+        text_pool: int = 50,
+        vector_pool: int = 50,
+        wait_timeout_s: float = 10.0,
+        clock: Callable[[], datetime] = lambda: datetime.now(UTC),
+    ) -> None:
+        self._bus = bus
+        self._archive = archive
+        self._index = index
+        self._embedder = embedder
+        self.policy = policy or RankingPolicy()
+        self._text_pool = text_pool
+        self._vector_pool = vector_pool
+        self._wait_timeout_s = wait_timeout_s
+        self._clock = clock
+        self._novelty = SessionNovelty()
+        self._feedback: set[asyncio.Task[None]] = set()
+
+    async def retain(self, bank_id: str, request: RetainRequest) -> RetainResult:
+        """Publish the memory durably; with ``wait`` return once recall can find it."""
+        memory_id = request.memory_id or new_memory_id()
+        lineage = await self._lineage(bank_id, request.supersedes) if request.supersedes else None
+        event = event_for(bank_id, request, memory_id=memory_id, now=self._clock(), lineage=lineage)
+        body = json.dumps(event.to_wire(), ensure_ascii=False, separators=(",", ":")).encode()
+        with tracer().start_as_current_span("memory.retain", attributes={"cog.bank.id": bank_id}):
+            await self._bus.publish(
+                EXPERIENCE_RAW, body, key=memory_id.encode(), headers=headers_with_context()
+            )
+        recallable = await self._wait_recallable(bank_id, memory_id) if request.wait else False
+        return RetainResult(
+            memory_id=memory_id,
+            bank_id=bank_id,
+            fact_type=request.fact_type,
+            object_storage_key=object_key_for(event),
+            recallable=recallable,
+            version=_as_int(_as_dict(event.input.structured).get("version")),
+        )
+
+    async def _lineage(self, bank_id: str, supersedes: str) -> ProcedureLineage:
+        previous = await self._index.get(bank_id, supersedes)
+        found = procedure_version(previous.tags) if previous is not None else None
+        if found is None:
+            raise NotFoundError(f"supersedes: no procedure {supersedes!r} in bank {bank_id!r}")
+        return ProcedureLineage(procedure_id=found[0], version=found[1] + 1)
+
+    async def _wait_recallable(self, bank_id: str, memory_id: str) -> bool:
+        deadline = time.monotonic() + self._wait_timeout_s
+        delay = 0.005
+        while time.monotonic() < deadline:
+            if await self._index.get(bank_id, memory_id) is not None:
+                return True
+            await asyncio.sleep(delay)  # the index has no change feed to await
+            delay = min(delay * 2, 0.1)
+        return False
+
+    async def recall(self, bank_id: str, request: RecallRequest) -> RecallResponse:
+        """The best memories of ``bank_id`` for ``request.query``, with score breakdowns."""
+        filters = SearchFilters(
+            bank_id=bank_id,
+            fact_types=frozenset(request.types) if request.types is not None else None,
+            tags_any=frozenset(request.tags) if request.tags is not None else None,
+            since=request.since,
+            until=request.until,
+        )
+        (vector,) = await self._embedder.embed([request.query])
+        text_hits, vector_hits = await asyncio.gather(
+            self._index.search_text(request.query, filters, size=self._text_pool),
+            self._index.search_vector(vector, filters, size=self._vector_pool),
+        )
+        candidates = fuse(text_hits, vector_hits, k=self.policy.rrf_k)
+        ranked = rank(
+            candidates,
+            self.policy,
+            now=self._clock(),
+            novelty_ages=self._novelty.ages(bank_id, request.session_id),
+            prefer_observations=request.prefer_observations,
+        )
+        if not request.all_versions:
+            ranked = newest_versions(ranked, await self._newest(bank_id, ranked, vector))
+        results, used = await self._fill(ranked, request)
+        self._novelty.shown(bank_id, request.session_id, [r.id for r in results])
+        self._reinforce(bank_id, [r.id for r in results])
+        return RecallResponse(
+            bank_id=bank_id,
+            query=request.query,
+            results=results,
+            candidates=len(candidates),
+            tokens=used,
+        )
+
+    async def _newest(
+        self, bank_id: str, ranked: Sequence[Scored], vector: Sequence[float]
+    ) -> dict[str, int]:
+        """The newest version of each procedure among the candidates, across the whole bank."""
+        pids = {found[0] for s in ranked if (found := procedure_version(s.candidate.document.tags))}
+        newest: dict[str, int] = {}
+        for pid in sorted(pids)[:10]:
+            filters = SearchFilters(bank_id=bank_id, tags_any=frozenset({f"procedure:{pid}"}))
+            for hit in await self._index.search_vector(vector, filters, size=100):
+                found = procedure_version(hit.document.tags)
+                if found is not None:
+                    newest[pid] = max(newest.get(pid, 0), found[1])
+        return newest
+
+    async def _fill(
+        self, ranked: Sequence[Scored], request: RecallRequest
+    ) -> tuple[list[MemoryHit], int]:
+        budget = Budget(request.max_tokens)
+        results: list[MemoryHit] = []
+        start = 0
+        while len(results) < request.k and start < len(ranked):
+            chunk = ranked[start : start + request.k]
+            start += len(chunk)
+            archived = await asyncio.gather(*(self._archived(s) for s in chunk))
+            for item, event in zip(chunk, archived, strict=True):
+                hit = _hit(item, event)
+                if len(results) < request.k and budget.admit(hit.tokens):
+                    results.append(hit)
+        return results, budget.used
+
+    async def _archived(self, item: Scored) -> ArchivedEvent:
+        key = item.candidate.document.object_storage_key
+        return ArchivedEvent.model_validate_json(await self._archive.get(key))
+
+    def _reinforce(self, bank_id: str, memory_ids: Sequence[str]) -> None:
+        if not memory_ids:
+            return
+        task = asyncio.create_task(self._bump(bank_id, memory_ids))
+        self._feedback.add(task)
+        task.add_done_callback(self._feedback.discard)
+
+    async def _bump(self, bank_id: str, memory_ids: Sequence[str]) -> None:
+        for memory_id in memory_ids:
+            try:
+                await self._index.update(
+                    bank_id, memory_id, DocumentPatch(retrieval_count_increment=1)
+                )
+            except Exception as exc:  # feedback is best effort; recall already answered
+                log.warning("retrieval_feedback_failed", memory_id=memory_id, error=str(exc))
+
+    async def get_memory(self, bank_id: str, memory_id: str) -> MemoryRecord:
+        """One memory of ``bank_id`` with its archived event; NotFoundError otherwise."""
+        doc = await self._index.get(bank_id, memory_id)
+        if doc is None:
+            raise NotFoundError(f"no memory {memory_id!r} in bank {bank_id!r}")
+        archived = json.loads(await self._archive.get(doc.object_storage_key))
+        return MemoryRecord(
+            id=doc.event_id,
+            bank_id=doc.bank_id,
+            fact_type=doc.fact_type,
+            text=archived["input"]["text"],
+            timestamp=doc.timestamp,
+            tags=doc.tags,
+            object_storage_key=doc.object_storage_key,
+            importance_score=doc.importance_score,
+            retrieval_count=doc.retrieval_count,
+            archived_event=archived,
+        )
+
+    async def drain(self) -> None:
+        """Wait for background retrieval feedback (call before closing the index)."""
+        if self._feedback:
+            await asyncio.gather(*self._feedback, return_exceptions=True)
+
+
+def _as_dict(value: object) -> dict[str, object]:
+    return value if isinstance(value, dict) else {}
+
+
+def _hit(item: Scored, event: ArchivedEvent) -> MemoryHit:
+    doc = item.candidate.document
+    structured = _as_dict(event.input.structured)
+    steps = structured.get("steps")
+    version = structured.get("version")
+    rationale = structured.get("rationale")
+    text = event.input.text
+    return MemoryHit(
+        id=doc.event_id,
+        text=text,
+        fact_type=doc.fact_type,
+        event_type=doc.event_type,
+        timestamp=doc.timestamp,
+        tags=doc.tags,
+        source_event_id=doc.event_id,
+        object_storage_key=doc.object_storage_key,
+        score=item.final,
+        tokens=estimate_tokens(text),
+        steps=[str(s) for s in steps] if isinstance(steps, list) else None,
+        rationale=rationale if isinstance(rationale, str) else None,
+        version=_as_int(version),
+        explain=item.breakdown,
+    )
+
+
+def _as_int(value: object) -> int | None:
+    return value if isinstance(value, int) else None
