@@ -5,7 +5,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-stamp
 BACKEND ?= embedded
 
-.PHONY: setup run demo test test-fast test-all lint typecheck format bench-ingest clean up down
+.PHONY: setup run demo test test-fast test-all lint typecheck format bench-ingest bench-recall experiments clean up down
 
 setup: $(STAMP)
 
@@ -54,3 +54,6 @@ up:
 
 down:
 	docker compose down
+
+bench-recall: setup
+	$(BIN)/python -m benchmarks.recall

@@ -81,16 +81,25 @@ class BatchSteps:
     messaging_system: str
     observer: StageObserver | None = None
 
+    def receive_all(self, records: Sequence[Record]) -> list[Accepted | Rejection]:
+        """Parse and validate every record (pure; safe to run ahead of the batch)."""
+        return [receive(record, dimension=self.embedder.dimension) for record in records]
+
     async def stage(
-        self, records: Sequence[Record], vectors: Mapping[str, list[float]]
+        self,
+        records: Sequence[Record],
+        vectors: Mapping[str, list[float]],
+        received: Sequence[Accepted | Rejection] | None = None,
     ) -> StagedBatch:
-        """Validate, embed, score, key and archive; nothing is announced yet."""
+        """Validate, embed, score, key and archive; nothing is announced yet.
+
+        ``received`` is ``receive_all(records)`` when the caller already ran it.
+        """
         spans = BatchTrace(group=self.group, messaging_system=self.messaging_system)
         outcome = BatchOutcome()
         try:
             accepted: list[Accepted] = []
-            for record in records:
-                item = receive(record, dimension=self.embedder.dimension)
+            for item in received if received is not None else self.receive_all(records):
                 if isinstance(item, Accepted):
                     accepted.append(item)
                     spans.begin(item.record, item.event)

@@ -10,7 +10,7 @@ from typing import Any
 
 from cogsub.bus.ports import Headers, Record
 from cogsub.core.errors import FieldProblem, InvalidEventError
-from cogsub.core.events import ArchivedEvent, EventInput, ExperienceEvent, parse_event
+from cogsub.core.events import ArchivedEvent, ExperienceEvent, parse_event
 
 # Fields ingestion derives; two events that differ only here are the same experience.
 _DERIVED_FIELDS = ("importanceScore", "objectStorageKey")
@@ -72,13 +72,19 @@ def receive(record: Record, *, dimension: int) -> Accepted | Rejection:
 def archived_event_for(
     event: ExperienceEvent, *, embedding: list[float], importance_score: float, key: str
 ) -> ArchivedEvent:
-    """The full event as the archive keeps it: embedding filled in, score and key set."""
-    data = event.model_dump()
-    data["input"] = EventInput(
-        text=event.input.text, embedding=embedding, structured=event.input.structured
+    """The full event as the archive keeps it: embedding filled in, score and key set.
+
+    ``event`` is already validated and the derived values are ours, so the parts
+    are assembled without validating the whole event a second time.
+    """
+    fields = {name: getattr(event, name) for name in type(event).model_fields}
+    fields["input"] = event.input.model_copy(update={"embedding": embedding})
+    fields["importance_score"] = importance_score
+    return ArchivedEvent.model_construct(
+        _fields_set={*event.model_fields_set, "input", "importance_score", "object_storage_key"},
+        **fields,
+        object_storage_key=key,
     )
-    data["importance_score"] = importance_score
-    return ArchivedEvent(**data, object_storage_key=key)
 
 
 def archive_body(archived: ArchivedEvent) -> bytes:

@@ -30,12 +30,22 @@ from cogsub.core.topics import EXPERIENCE_RAW, STAGE1_TOPICS
 from cogsub.embeddings.ports import Embedder
 from cogsub.index.ports import MemoryIndex
 from cogsub.ingestion.batch import BatchOutcome, BatchSteps, StagedBatch, StageObserver
-from cogsub.ingestion.pipeline import Accepted, Rejection, RejectionKind, Stage, receive
+from cogsub.ingestion.pipeline import Accepted, Rejection, RejectionKind, Stage
 from cogsub.ingestion.tracing import BatchTrace
 
 log = structlog.get_logger("cogsub.ingestion")
 T = TypeVar("T")
-_Ahead = tuple[list[Record], "asyncio.Task[dict[str, list[float]]]"]
+
+
+@dataclass(frozen=True)
+class _Prepared:
+    """A polled batch parsed and embedded ahead of its turn (no effects yet)."""
+
+    received: list[Accepted | Rejection]
+    vectors: dict[str, list[float]]
+
+
+_Ahead = tuple[list[Record], "asyncio.Task[_Prepared]"]
 
 
 @dataclass(frozen=True)
@@ -115,10 +125,11 @@ class IngestionWorker:
                         finishing = None
                     ahead = await self._poll_ahead(consumer)
                     continue
-                records, embedding = ahead
+                records, preparing = ahead
                 ahead = await self._poll_ahead(consumer)
-                vectors = await embedding
-                staged = await self._stage_or_none(records, vectors)
+                prepared = await preparing
+                vectors = prepared.vectors
+                staged = await self._stage_or_none(records, prepared)
                 if finishing is not None:
                     report(await finishing)
                     finishing = None
@@ -159,10 +170,12 @@ class IngestionWorker:
         self._steps.observe(Stage.COMMIT, [d.event_id for d in outcome.indexed])
 
     async def _stage_or_none(
-        self, records: Sequence[Record], vectors: Mapping[str, list[float]]
+        self, records: Sequence[Record], prepared: _Prepared
     ) -> StagedBatch | None:
         try:
-            return await self._retrying(lambda: self._steps.stage(records, vectors))
+            return await self._retrying(
+                lambda: self._steps.stage(records, prepared.vectors, prepared.received)
+            )
         except ConfigurationError:
             raise
         except Exception as exc:  # handled by the record-by-record path
@@ -235,18 +248,19 @@ class IngestionWorker:
         records = await consumer.poll(max_records=self._batch_size, timeout_s=self._poll_timeout_s)
         if not records:
             return None
-        return records, asyncio.create_task(self._embed_texts(records))
+        return records, asyncio.create_task(self._prepare(records))
 
-    async def _embed_texts(self, records: Sequence[Record]) -> dict[str, list[float]]:
-        """Vectors by text for the records' events; failures leave it to the batch itself."""
-        texts: list[str] = []
-        for record in records:
-            item = receive(record, dimension=self._embedder.dimension)
-            if isinstance(item, Accepted) and not item.event.input.embedding:
-                texts.append(item.event.input.text)
+    async def _prepare(self, records: Sequence[Record]) -> _Prepared:
+        """Parse the records and embed their texts; failures leave it to the batch itself."""
+        received = self._steps.receive_all(records)
+        texts = [
+            item.event.input.text
+            for item in received
+            if isinstance(item, Accepted) and not item.event.input.embedding
+        ]
         unique = list(dict.fromkeys(texts))
         try:
             vectors = await self._embedder.embed(unique) if unique else []
         except Exception:  # the batch embeds again, with its own retries and isolation
-            return {}
-        return dict(zip(unique, vectors, strict=True))
+            return _Prepared(received, {})
+        return _Prepared(received, dict(zip(unique, vectors, strict=True)))
