@@ -57,3 +57,6 @@ down:
 
 bench-recall: setup
 	$(BIN)/python -m benchmarks.recall
+
+experiments: setup
+	$(BIN)/python -m benchmarks.experiments

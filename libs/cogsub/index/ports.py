@@ -10,6 +10,11 @@ Contract every adapter keeps:
 - ``search_text`` ranks by BM25 over ``summary`` (and tags); ``search_vector``
   by cosine similarity to a unit vector. Both apply the same filters and
   return at most ``size`` hits, best first, each with the engine's raw score.
+- Filters: ``since`` inclusive, ``until`` exclusive (naive datetimes are UTC);
+  tags match exactly; an empty ``fact_types`` or ``tags_any`` set matches nothing.
+- ``upsert`` of an ``event_id`` owned by another bank raises ``ConflictError``
+  and writes nothing; a document embedding of the wrong length raises
+  ``ConfigurationError``, a query vector of the wrong length ``InvalidInputError``.
 - ``update`` changes only the ranking signals named in the patch, atomically
   against concurrent updates, and raises ``NotFoundError`` for a missing doc.
 - Backends that are down raise ``UnavailableError`` (retryable).
