@@ -1,4 +1,4 @@
-"""The `cogsub` command line: demo, run, publish, status."""
+"""The `cogsub` command line: demo, run, ingest, serve, publish, status, retain, recall."""
 
 from cogsub.cli.main import main
 

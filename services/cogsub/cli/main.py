@@ -1,20 +1,44 @@
-"""Argument parsing and dispatch; each command lives in its own module."""
+"""Argument parsing and dispatch; each command lives in its own module.
+
+Optional command modules (``PLUGIN_MODULES``, e.g. `cogsub eval`) are registered
+when they are installed: each exposes ``add_parser(subparsers)`` and
+``run(args, settings, console) -> int``.
+"""
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import importlib
+import importlib.util
 import json
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from pydantic import ValidationError
 from rich.console import Console
 
+from cogsub.cli.memory import add_parsers as add_memory_parsers
+from cogsub.cli.memory import run_recall, run_retain
 from cogsub.core import CogsubError
 from cogsub.runtime import Settings
 from cogsub.telemetry import configure_logging, configure_tracing
+
+PLUGIN_MODULES = ("cogsub.cli.eval",)
+Handler = Callable[[argparse.Namespace, Settings, Console], int]
+
+
+def _add_plugins(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """Register each installed plugin module; the commands it adds dispatch to its ``run``."""
+    for name in PLUGIN_MODULES:
+        if importlib.util.find_spec(name) is None:
+            continue
+        module = importlib.import_module(name)
+        before = set(sub.choices)
+        module.add_parser(sub)
+        for command in set(sub.choices) - before:
+            sub.choices[command].set_defaults(plugin_run=module.run)
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -26,14 +50,34 @@ def _parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", required=True)
     demo = sub.add_parser("demo", help="the seed's Stage 1 demo, writing artifacts to --out")
     demo.add_argument("--out", type=Path, default=Path("out"), help="artifact directory")
-    run = sub.add_parser("run", help="run the stack until Ctrl-C")
+    run = sub.add_parser("run", help="run the ingestion worker and the HTTP API until Ctrl-C")
     run.add_argument("--no-samples", action="store_true", help="do not seed the sample events")
+    _add_listen_options(run)
     sub.add_parser("ingest", help="run only the ingestion worker (a fleet replica)")
+    serve = sub.add_parser(
+        "serve",
+        help="run only the HTTP API (distributed: an API replica; "
+        "embedded: beside `cogsub ingest`)",
+    )
+    _add_listen_options(serve)
     publish = sub.add_parser("publish", help="publish events (JSON array or JSON lines)")
     publish.add_argument("source", help="a file path, or - for standard input")
     status = sub.add_parser("status", help="offsets, lag, archive and index counts")
     status.add_argument("--json", action="store_true", help="print one JSON object")
+    add_memory_parsers(sub)
+    _add_plugins(sub)
     return parser
+
+
+def _port(text: str) -> int:
+    if not text.isdigit() or int(text) > 65_535:
+        raise argparse.ArgumentTypeError("must be a TCP port, 0 to 65535 (0: any free port)")
+    return int(text)
+
+
+def _add_listen_options(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--host", help="override COGSUB_API__HOST (default 127.0.0.1)")
+    parser.add_argument("--port", type=_port, help="override COGSUB_API__PORT (default 8470)")
 
 
 def _settings(args: argparse.Namespace) -> Settings:
@@ -43,6 +87,11 @@ def _settings(args: argparse.Namespace) -> Settings:
         update["data_dir"] = args.data_dir
     if args.embedder is not None:
         update["embedder"] = settings.embedder.model_copy(update={"kind": args.embedder})
+    listen = {
+        name: value for name in ("host", "port") if (value := getattr(args, name, None)) is not None
+    }
+    if listen:
+        update["api"] = settings.api.model_copy(update=listen)
     return settings.model_copy(update=update)
 
 
@@ -58,6 +107,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     configure_logging(format=settings.log_format, level=settings.log_level)
     provider = configure_tracing(f"cogsub-{args.command}")
     try:
+        plugin: Handler | None = getattr(args, "plugin_run", None)
+        if plugin is not None:
+            return plugin(args, settings, console)
         return _dispatch(args, settings, console)
     except CogsubError as exc:
         print(f"cogsub: {exc}", file=sys.stderr)
@@ -82,8 +134,18 @@ def _dispatch(args: argparse.Namespace, settings: Settings, console: Console) ->
 
         wants_samples = args.command == "run" and not args.no_samples
         samples = SAMPLES.read_text() if wants_samples and SAMPLES.exists() else None
-        asyncio.run(run_stack(settings, console, samples=samples))
+        serve = args.command == "run"
+        asyncio.run(run_stack(settings, console, samples=samples, serve_api=serve))
         return 0
+    if args.command == "serve":
+        from cogsub.cli.run import serve_api
+
+        asyncio.run(serve_api(settings, console))
+        return 0
+    if args.command == "retain":
+        return run_retain(args, settings, console)
+    if args.command == "recall":
+        return run_recall(args, settings, console)
     if args.command == "publish":
         return asyncio.run(_publish(settings, args.source, console))
     if args.command == "status":

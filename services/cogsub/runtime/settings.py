@@ -56,6 +56,44 @@ class IngestionSettings(BaseModel):
     poll_timeout_s: float = Field(default=0.5, gt=0, le=30)
 
 
+LOOPBACK_HOSTS = frozenset({"127.0.0.1", "::1", "localhost"})
+
+
+class ApiSettings(BaseModel):
+    """The HTTP API: where it listens, who may call it, and how big a request may be.
+
+    ``keys`` maps an API key to the bank ids it may use (``"*"`` for every bank),
+    e.g. ``COGSUB_API__KEYS='{"s3cret": ["alice", "bob"], "ops-key": ["*"]}'``; a key
+    may also be given as ``"sha256:<hex digest>"`` so the plain key is never stored.
+    ``keys_file`` holds the same JSON object. ``require_keys="auto"`` requires keys
+    whenever ``host`` is not a loopback address.
+    """
+
+    host: str = "127.0.0.1"
+    port: int = Field(default=8470, ge=0, le=65_535)
+    # repr=False keeps keys out of every settings repr, error message and log line.
+    keys: dict[str, list[str]] = Field(default_factory=dict, repr=False)
+    keys_file: Path | None = None
+    require_keys: bool | Literal["auto"] = "auto"
+    max_body_bytes: int = Field(default=1_048_576, ge=1_024, le=64 * 1_048_576)
+    client_key: SecretStr | None = Field(
+        default=None, description="the key `cogsub retain/recall` send to the API"
+    )
+
+    @property
+    def url(self) -> str:
+        """The base URL a client on this machine uses to reach the API."""
+        host = "127.0.0.1" if self.host in ("0.0.0.0", "") else self.host
+        host = "[::1]" if host in ("::", "::1") else host
+        return f"http://{host}:{self.port}"
+
+    def keys_required(self) -> bool:
+        """Whether requests must carry a key (``auto``: whenever ``host`` is not loopback)."""
+        if self.require_keys == "auto":
+            return self.host not in LOOPBACK_HOSTS
+        return bool(self.require_keys)
+
+
 class Settings(BaseSettings):
     """Everything a Cognitive Substrate process can be told from outside."""
 
@@ -72,6 +110,7 @@ class Settings(BaseSettings):
     s3: S3Settings = Field(default_factory=S3Settings)
     opensearch: OpenSearchSettings = Field(default_factory=OpenSearchSettings)
     ingestion: IngestionSettings = Field(default_factory=IngestionSettings)
+    api: ApiSettings = Field(default_factory=ApiSettings)
 
     @property
     def bus_path(self) -> Path:

@@ -6,14 +6,31 @@ know which adapter stands behind them.
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
+import asyncio
+import contextlib
+from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Literal
 
 from cogsub.archive.ports import ArchiveStore
 from cogsub.bus.ports import EventBus
+from cogsub.core.errors import ConfigurationError
 from cogsub.embeddings.ports import Embedder
 from cogsub.index.ports import MemoryIndex
-from cogsub.runtime.settings import EmbedderSettings, Settings
+from cogsub.runtime.settings import (
+    ApiSettings,
+    EmbedderSettings,
+    IngestionSettings,
+    Settings,
+)
+
+if TYPE_CHECKING:  # the API, worker and service load only in the processes that run them
+    from fastapi import FastAPI
+
+    from cogsub.api.auth import ApiKeys
+    from cogsub.ingestion import BatchOutcome, IngestionWorker
+    from cogsub.recall import MemoryService
 
 
 @dataclass
@@ -135,3 +152,150 @@ def open_stack(settings: Settings, *, embedder: Embedder | None = None) -> Stack
         embedder=embedder or build_embedder(settings.embedder),
         bootstrap=[bootstrap] if bootstrap else [],
     )
+
+
+# A bank nobody writes to: counting it is the cheapest question the index can answer.
+READINESS_BANK = "cogsub-readiness-probe"
+# Embedded clients poll the log briskly so that `wait=True` returns soon after a retain.
+EMBEDDED_POLL_TIMEOUT_S = 0.05
+
+
+def embedded_settings(
+    data_dir: Path, *, embedder: Literal["minilm", "hash", "openai"] = "minilm"
+) -> Settings:
+    """Settings for an embedded stack under ``data_dir``, built from arguments alone.
+
+    ``model_construct`` keeps the environment out of it: the SDK is a library,
+    and a library takes explicit arguments (every other field keeps its default).
+    """
+    return Settings.model_construct(
+        backend="embedded",
+        data_dir=data_dir,
+        embedder=EmbedderSettings(kind=embedder),
+        ingestion=IngestionSettings(poll_timeout_s=EMBEDDED_POLL_TIMEOUT_S),
+    )
+
+
+def build_api_keys(settings: ApiSettings) -> ApiKeys | None:
+    """The API keys from the settings and the keys file; None when keys are not required.
+
+    Raises:
+        ConfigurationError: keys are required (a non-loopback host, or
+            ``require_keys=true``) but none are configured, or a key is malformed.
+    """
+    from cogsub.api.auth import ApiKeys, grants_from_json
+
+    grants: dict[str, list[str]] = dict(settings.keys)
+    if settings.keys_file is not None:
+        try:
+            text = settings.keys_file.read_text()
+        except OSError as exc:
+            raise ConfigurationError(
+                f"cannot read the API keys file {settings.keys_file}: {exc.strerror}"
+            ) from None
+        grants.update(grants_from_json(text))
+    if settings.require_keys is False:
+        return None
+    if not grants:
+        if settings.keys_required():
+            raise ConfigurationError(
+                f"the API listens on {settings.host}, which is not loopback, so it needs "
+                "API keys: set COGSUB_API__KEYS or COGSUB_API__KEYS_FILE "
+                "(or COGSUB_API__HOST=127.0.0.1)"
+            )
+        return None
+    return ApiKeys(grants)
+
+
+def build_worker(stack: Stack) -> IngestionWorker:
+    """The ingestion worker over ``stack``, tuned by its settings."""
+    from cogsub.ingestion import IngestionWorker
+
+    ingestion = stack.settings.ingestion
+    return IngestionWorker(
+        bus=stack.bus,
+        archive=stack.archive,
+        index=stack.index,
+        embedder=stack.embedder,
+        group=ingestion.group,
+        batch_size=ingestion.batch_size,
+        poll_timeout_s=ingestion.poll_timeout_s,
+        messaging_system=stack.messaging_system,
+    )
+
+
+def build_app(stack: Stack, service: MemoryService, keys: ApiKeys | None) -> FastAPI:
+    """The HTTP API over ``service``, with ``keys``, limits and a readiness probe of the index."""
+    from cogsub.api import ApiLimits, create_app
+
+    async def index_answers() -> None:
+        await stack.index.count(READINESS_BANK)
+
+    return create_app(
+        service=service,
+        auth=keys,
+        limits=ApiLimits(max_body_bytes=stack.settings.api.max_body_bytes),
+        readiness=index_answers,
+    )
+
+
+@dataclass
+class RunningApi:
+    """A prepared stack with its memory service, API app and (optionally) a live worker."""
+
+    stack: Stack
+    service: MemoryService
+    app: FastAPI
+    keys: ApiKeys | None
+    worker: asyncio.Task[None] | None
+
+    def raise_if_worker_failed(self) -> None:
+        """Re-raise what stopped the worker, if it stopped by failing."""
+        task = self.worker
+        if task is not None and task.done() and not task.cancelled():
+            error = task.exception()
+            if error is not None:
+                raise error
+
+
+@contextlib.asynccontextmanager
+async def running_api(
+    settings: Settings,
+    *,
+    with_worker: bool,
+    on_batch: Callable[[BatchOutcome], None] | None = None,
+    embedder: Embedder | None = None,
+) -> AsyncIterator[RunningApi]:
+    """Open and prepare the stack, start the worker if asked, and build the app.
+
+    On exit the worker finishes and commits the batches in hand, background
+    retrieval feedback lands, and every adapter closes. A worker that failed
+    re-raises its error here.
+    """
+    from cogsub.recall import MemoryService
+
+    keys = build_api_keys(settings.api)  # a settings mistake fails before anything opens
+    stack = open_stack(settings, embedder=embedder)
+    stop = asyncio.Event()
+    worker_task: asyncio.Task[None] | None = None
+    service: MemoryService | None = None
+    try:
+        await stack.prepare()
+        worker = build_worker(stack)
+        await worker.prepare()  # topics and index exist before the first retain or recall
+        if with_worker:
+            worker_task = asyncio.create_task(worker.run(stop, on_batch=on_batch))
+        service = MemoryService(
+            bus=stack.bus, archive=stack.archive, index=stack.index, embedder=stack.embedder
+        )
+        app = build_app(stack, service, keys)
+        yield RunningApi(stack, service, app, keys, worker_task)
+    finally:
+        stop.set()
+        try:
+            if worker_task is not None:
+                await worker_task
+        finally:
+            if service is not None:
+                await service.drain()
+            await stack.aclose()

@@ -147,7 +147,12 @@ def test_run_survives_kill_9_and_ctrl_c_without_losing_anything(tmp_path: Path) 
     events = tmp_path / "events.jsonl"
     count = 5000
     events.write_text("\n".join(json.dumps(event_body(i)) for i in range(count)))
-    env = {**os.environ, "COGSUB_INGESTION__BATCH_SIZE": "50", "COGSUB_LOG_FORMAT": "json"}
+    env = {
+        **os.environ,
+        "COGSUB_INGESTION__BATCH_SIZE": "50",
+        "COGSUB_LOG_FORMAT": "json",
+        "COGSUB_API__PORT": "0",  # the API binds a free port, never a fixed one
+    }
     subprocess.run(
         [*COGSUB, "--data-dir", str(data), "publish", str(events)],
         env=env,

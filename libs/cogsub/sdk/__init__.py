@@ -1,0 +1,31 @@
+"""The Python SDK of the memory API: ``MemoryClient`` and ``AsyncMemoryClient``.
+
+Both speak HTTP to a running API, or run the whole embedded stack in this
+process (``MemoryClient.embedded(data_dir)``), and return the core models.
+Importing this package never imports the services.
+"""
+
+from cogsub.core.memory import (
+    MemoryHit,
+    MemoryRecord,
+    RecallResponse,
+    RetainContext,
+    RetainResult,
+    ScoreBreakdown,
+)
+from cogsub.sdk._errors import AuthenticationError, PermissionDeniedError, ServerError
+from cogsub.sdk.client import AsyncMemoryClient, MemoryClient
+
+__all__ = [
+    "AsyncMemoryClient",
+    "AuthenticationError",
+    "MemoryClient",
+    "MemoryHit",
+    "MemoryRecord",
+    "PermissionDeniedError",
+    "RecallResponse",
+    "RetainContext",
+    "RetainResult",
+    "ScoreBreakdown",
+    "ServerError",
+]

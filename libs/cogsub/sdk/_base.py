@@ -1,0 +1,251 @@
+"""Request building, validation and response parsing shared by both clients (no I/O).
+
+Every public method of ``MemoryClient`` and ``AsyncMemoryClient`` asks this base
+for a ``Call`` (method, path, JSON body and how to read the answer), sends it
+with its own httpx client, and hands the answer back to ``Call.parse``.
+Arguments are validated here with the same pydantic models the server uses,
+so a bad argument fails before anything is sent, with the server's field
+names and rules.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any, Generic, Literal, TypeVar
+from urllib.parse import quote
+
+import httpx
+from pydantic import BaseModel, TypeAdapter, ValidationError
+
+from cogsub.core.errors import FieldProblem, InvalidInputError
+from cogsub.core.events import FactType, SafeId
+from cogsub.core.memory import (
+    MemoryRecord,
+    RecallRequest,
+    RecallResponse,
+    RetainContext,
+    RetainRequest,
+    RetainResult,
+)
+from cogsub.sdk._errors import error_for
+
+M = TypeVar("M", bound=BaseModel)
+
+DEFAULT_TIMEOUT_S = 30.0
+USER_AGENT = "cogsub-sdk/0.1"
+TextBlockKind = Literal["reasoning", "preference", "correction", "profile"]
+ContextArg = RetainContext | Mapping[str, str | None] | None
+TimeArg = datetime | str | None
+
+_SAFE_ID: TypeAdapter[str] = TypeAdapter(SafeId)
+# Where each typed block is sent; profile is a single resource per bank, hence PUT.
+_TEXT_BLOCK_ROUTES: Mapping[str, tuple[str, str]] = {
+    "reasoning": ("POST", "reasonings"),
+    "preference": ("POST", "preferences"),
+    "correction": ("POST", "corrections"),
+    "profile": ("PUT", "profile"),
+}
+
+
+@dataclass(frozen=True)
+class Call(Generic[M]):
+    """One request to send and the model its successful answer is read into."""
+
+    method: str
+    path: str
+    json: dict[str, Any] | None
+    result: type[M]
+
+    def parse(self, response: httpx.Response) -> M:
+        """The answer as ``result``, or the domain error the server reported."""
+        if response.status_code >= 400:
+            raise error_for(response.status_code, response.content)
+        try:
+            return self.result.model_validate_json(response.content)
+        except ValidationError as exc:
+            raise InvalidInputError(_problems(exc, prefix="(response)")) from exc
+
+
+def _problems(exc: ValidationError, *, prefix: str = "") -> list[FieldProblem]:
+    problems = []
+    for error in exc.errors(include_url=False):
+        field = ".".join(str(part) for part in error["loc"]) or "(body)"
+        problems.append(FieldProblem(f"{prefix}.{field}" if prefix else field, error["msg"]))
+    return problems
+
+
+def _validated(model: type[M], fields: Mapping[str, Any]) -> M:
+    try:
+        return model.model_validate(dict(fields))
+    except ValidationError as exc:
+        raise InvalidInputError(_problems(exc)) from None
+
+
+def _segment(name: str, value: str) -> str:
+    """``value`` checked as a safe id and percent-encoded for one URL path segment."""
+    try:
+        checked = _SAFE_ID.validate_python(value)
+    except ValidationError as exc:
+        rules = "; ".join(e["msg"] for e in exc.errors(include_url=False))
+        raise InvalidInputError([FieldProblem(name, rules)]) from None
+    return quote(checked, safe="")
+
+
+def _bank_path(bank_id: str, *rest: str) -> str:
+    return "/".join(["/v1/banks", _segment("bank_id", bank_id), *rest])
+
+
+def _context(context: ContextArg) -> dict[str, Any]:
+    if context is None:
+        return {}
+    if isinstance(context, RetainContext):
+        return context.model_dump(exclude_none=True)
+    return dict(context)
+
+
+def _wire(model: BaseModel) -> dict[str, Any]:
+    return model.model_dump(mode="json", exclude_none=True)
+
+
+class _BaseClient:
+    """Configuration and the I/O-free half of every call."""
+
+    def __init__(
+        self, base_url: str, *, api_key: str | None = None, timeout: float = DEFAULT_TIMEOUT_S
+    ) -> None:
+        self.base_url = base_url.rstrip("/")
+        self.timeout = timeout
+        self._api_key = api_key
+
+    def __repr__(self) -> str:
+        # Never the key: a repr ends up in logs and tracebacks.
+        return f"{type(self).__name__}({self.base_url!r})"
+
+    def _headers(self) -> dict[str, str]:
+        headers = {"User-Agent": USER_AGENT, "Accept": "application/json"}
+        if self._api_key is not None:
+            headers["Authorization"] = f"Bearer {self._api_key}"
+        return headers
+
+    def _retain_call(
+        self,
+        bank_id: str,
+        content: str,
+        fact_type: FactType | str | None,
+        tags: Sequence[str] | None,
+        timestamp: TimeArg,
+        context: ContextArg,
+        *,
+        memory_id: str | None,
+        wait: bool,
+    ) -> Call[RetainResult]:
+        path = _bank_path(bank_id, "memories")
+        request = _validated(
+            RetainRequest,
+            {
+                "content": content,
+                "fact_type": fact_type,
+                "tags": list(tags or []),
+                "timestamp": timestamp,
+                "context": _context(context),
+                "memory_id": memory_id,
+                "wait": wait,
+            },
+        )
+        return Call("POST", path, _wire(request), RetainResult)
+
+    def _procedure_call(
+        self,
+        bank_id: str,
+        steps: Sequence[str],
+        rationale: str | None,
+        *,
+        supersedes: str | None,
+        tags: Sequence[str] | None,
+        memory_id: str | None,
+        wait: bool,
+    ) -> Call[RetainResult]:
+        path = _bank_path(bank_id, "procedures")
+        if isinstance(steps, str):  # a lone string would become one step per character
+            raise InvalidInputError([FieldProblem("steps", "must be a list of strings")])
+        if not steps:
+            raise InvalidInputError([FieldProblem("steps", "must have at least one step")])
+        # The server composes the stored text; validating with a stand-in checks every other rule.
+        _validated(
+            RetainRequest,
+            {
+                "content": "procedure",
+                "fact_type": FactType.PROCEDURE,
+                "steps": list(steps),
+                "rationale": rationale,
+                "supersedes": supersedes,
+                "tags": list(tags or []),
+                "memory_id": memory_id,
+            },
+        )
+        body: dict[str, Any] = {"steps": list(steps), "tags": list(tags or []), "wait": wait}
+        optional = {"rationale": rationale, "supersedes": supersedes, "memory_id": memory_id}
+        body |= {name: value for name, value in optional.items() if value is not None}
+        return Call("POST", path, body, RetainResult)
+
+    def _text_block_call(
+        self,
+        kind: TextBlockKind,
+        bank_id: str,
+        text: str,
+        *,
+        tags: Sequence[str] | None,
+        memory_id: str | None,
+        wait: bool,
+    ) -> Call[RetainResult]:
+        method, resource = _TEXT_BLOCK_ROUTES[kind]
+        path = _bank_path(bank_id, resource)
+        request = _validated(
+            RetainRequest,
+            {"content": text, "fact_type": kind, "tags": list(tags or []), "memory_id": memory_id},
+        )
+        body: dict[str, Any] = {"text": request.content, "tags": request.tags, "wait": wait}
+        if memory_id is not None:
+            body["memory_id"] = memory_id
+        return Call(method, path, body, RetainResult)
+
+    def _recall_call(
+        self,
+        bank_id: str,
+        query: str,
+        types: Iterable[FactType | str] | None,
+        k: int,
+        max_tokens: int | None,
+        *,
+        tags: Sequence[str] | None,
+        since: TimeArg,
+        until: TimeArg,
+        prefer_observations: bool,
+        session_id: str | None,
+        all_versions: bool,
+    ) -> Call[RecallResponse]:
+        path = _bank_path(bank_id, "recall")
+        if isinstance(types, str):  # recall(..., types="procedure") means one type, not letters
+            types = [types]
+        request = _validated(
+            RecallRequest,
+            {
+                "query": query,
+                "types": list(types) if types is not None else None,
+                "k": k,
+                "max_tokens": max_tokens,
+                "tags": list(tags) if tags is not None else None,
+                "since": since,
+                "until": until,
+                "prefer_observations": prefer_observations,
+                "session_id": session_id,
+                "all_versions": all_versions,
+            },
+        )
+        return Call("POST", path, _wire(request), RecallResponse)
+
+    def _get_memory_call(self, bank_id: str, memory_id: str) -> Call[MemoryRecord]:
+        path = _bank_path(bank_id, "memories", _segment("memory_id", memory_id))
+        return Call("GET", path, None, MemoryRecord)

@@ -1,0 +1,96 @@
+"""HTTP answers and transport failures turned back into ``cogsub.core.errors``.
+
+The API sends every error as ``{"error": {"type", "message", "problems"}}``; the
+client raises the domain error the server raised, carrying the server's message:
+
+    CogsubError
+    ├── InvalidInputError        422, 413 (``problems`` rebuilt as FieldProblem)
+    ├── NotFoundError            404
+    ├── ConflictError            409
+    ├── UnavailableError         503, 502, 504, connection failures, timeouts (retryable)
+    ├── AuthenticationError      401: no key, or a key the server does not know
+    └── PermissionDeniedError    403: the key does not grant that bank
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+from collections.abc import Iterator, Mapping
+
+import httpx
+
+from cogsub.core.errors import (
+    CogsubError,
+    ConflictError,
+    FieldProblem,
+    InvalidInputError,
+    NotFoundError,
+    UnavailableError,
+)
+
+
+class AuthenticationError(CogsubError):
+    """The request carried no API key, or one the server does not know."""
+
+
+class PermissionDeniedError(CogsubError):
+    """The API key is valid but does not grant the bank asked for."""
+
+
+class ServerError(CogsubError):
+    """The server failed in a way it did not classify (HTTP 500)."""
+
+
+_BY_STATUS: Mapping[int, type[CogsubError]] = {
+    401: AuthenticationError,
+    403: PermissionDeniedError,
+    404: NotFoundError,
+    409: ConflictError,
+    502: UnavailableError,
+    503: UnavailableError,
+    504: UnavailableError,
+}
+
+
+def _body(content: bytes) -> tuple[str | None, list[FieldProblem]]:
+    """The server's message and problems, or ``(None, [])`` when the body is not ours."""
+    try:
+        error = json.loads(content)["error"]
+        message = str(error["message"])
+        problems = [
+            FieldProblem(str(p["field"]), str(p["rule"])) for p in error.get("problems") or []
+        ]
+    except (ValueError, KeyError, TypeError):
+        return None, []
+    return message, problems
+
+
+def error_for(status_code: int, content: bytes) -> CogsubError:
+    """The domain error for an HTTP error answer (``status_code`` ≥ 400)."""
+    message, problems = _body(content)
+    text = message or f"HTTP {status_code}"
+    if status_code in (413, 422) or (400 <= status_code < 500 and problems):
+        if status_code == 413 and not problems:
+            problems = [FieldProblem("(body)", text)]
+        error = InvalidInputError(problems or [FieldProblem("(request)", text)])
+        if message is not None:
+            error.args = (message,)  # the server's own wording, not a re-joined one
+        return error
+    kind = _BY_STATUS.get(status_code)
+    if kind is not None:
+        return kind(text)
+    if status_code >= 500:
+        return ServerError(text)
+    return CogsubError(text)
+
+
+@contextlib.contextmanager
+def mapped_transport_errors() -> Iterator[None]:
+    """httpx's network failures as UnavailableError: the same call may succeed later."""
+    try:
+        yield
+    except httpx.TimeoutException as exc:
+        raise UnavailableError(f"the memory API did not answer in time: {exc}") from exc
+    except httpx.TransportError as exc:
+        raise UnavailableError(f"cannot reach the memory API: {exc}") from exc

@@ -1,0 +1,426 @@
+"""``MemoryClient`` and ``AsyncMemoryClient``: thin shells that send what the base builds.
+
+Both talk to the memory API over HTTP, or to an embedded stack in this process
+(``embedded()``) through the very same FastAPI app, so both modes answer alike.
+``MemoryClient`` blocks: do not call it from a coroutine (it would stall that
+event loop); use ``AsyncMemoryClient`` there.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from pathlib import Path
+from typing import Literal, TypeVar
+
+import httpx
+from pydantic import BaseModel
+
+from cogsub.core.events import FactType
+from cogsub.core.memory import MemoryRecord, RecallResponse, RetainResult
+from cogsub.sdk._base import DEFAULT_TIMEOUT_S, Call, ContextArg, TimeArg, _BaseClient
+from cogsub.sdk._errors import mapped_transport_errors
+
+M = TypeVar("M", bound=BaseModel)
+EmbedderKind = Literal["minilm", "hash"]
+EMBEDDED_URL = "http://embedded.cogsub"
+
+
+class MemoryClient(_BaseClient):
+    """Blocking client of the memory API; not for use inside a coroutine (see the module doc).
+
+    Args:
+        base_url: Where the API listens, e.g. ``http://127.0.0.1:8470``.
+        api_key: Sent as ``Authorization: Bearer``; never logged or shown in ``repr``.
+        timeout: Seconds for each request (connect, read, write).
+        transport: An httpx transport to send through instead of the network.
+    """
+
+    def __init__(
+        self,
+        base_url: str,
+        *,
+        api_key: str | None = None,
+        timeout: float = DEFAULT_TIMEOUT_S,
+        transport: httpx.BaseTransport | None = None,
+    ) -> None:
+        super().__init__(base_url, api_key=api_key, timeout=timeout)
+        self._http = httpx.Client(
+            base_url=self.base_url, headers=self._headers(), timeout=timeout, transport=transport
+        )
+
+    @classmethod
+    def embedded(cls, data_dir: str | Path, *, embedder: EmbedderKind = "minilm") -> MemoryClient:
+        """A client of a whole embedded stack run in this process, with data under ``data_dir``.
+
+        The stack (event log, archive, index, embedder, ingestion worker, memory
+        service and API app) runs on its own event-loop thread until ``close``.
+        """
+        # Embedded mode needs the service layer; importing it here keeps `import cogsub.sdk`
+        # free of services for every HTTP-only user.
+        from cogsub.runtime.wiring import embedded_settings
+        from cogsub.sdk.embedded import EmbeddedTransport
+
+        settings = embedded_settings(Path(data_dir), embedder=embedder)
+        return cls(EMBEDDED_URL, transport=EmbeddedTransport(settings))
+
+    def _send(self, call: Call[M]) -> M:
+        with mapped_transport_errors():
+            response = self._http.request(call.method, call.path, json=call.json)
+        return call.parse(response)
+
+    def retain(
+        self,
+        bank_id: str,
+        content: str,
+        fact_type: FactType | str | None = None,
+        tags: Sequence[str] | None = None,
+        timestamp: TimeArg = None,
+        context: ContextArg = None,
+        *,
+        memory_id: str | None = None,
+        wait: bool = False,
+    ) -> RetainResult:
+        """Keep ``content`` in bank ``bank_id``; with ``wait``, return once recall finds it.
+
+        Args:
+            bank_id: The memory bank (one per user or agent).
+            content: The text to keep; typed blocks (``fact_type`` procedure … profile)
+                are stored verbatim.
+            fact_type: One of the eight memory types, or None for raw experience.
+            tags: Labels recall can filter on.
+            timestamp: When it happened (timezone-aware); default now.
+            context: ``session_id``, ``user_id``, ``agent_id``, ``trace_id``, ``span_id``.
+            memory_id: A client-chosen id; retrying with the same id is idempotent.
+            wait: Return only once the memory is recallable (``recallable`` tells).
+        """
+        call = self._retain_call(
+            bank_id, content, fact_type, tags, timestamp, context, memory_id=memory_id, wait=wait
+        )
+        return self._send(call)
+
+    def retain_procedure(
+        self,
+        bank_id: str,
+        steps: Sequence[str],
+        rationale: str | None = None,
+        *,
+        supersedes: str | None = None,
+        tags: Sequence[str] | None = None,
+        memory_id: str | None = None,
+        wait: bool = False,
+    ) -> RetainResult:
+        """Keep how a task was done; ``supersedes`` names the version this one repairs."""
+        call = self._procedure_call(
+            bank_id,
+            steps,
+            rationale,
+            supersedes=supersedes,
+            tags=tags,
+            memory_id=memory_id,
+            wait=wait,
+        )
+        return self._send(call)
+
+    def retain_reasoning(
+        self,
+        bank_id: str,
+        text: str,
+        *,
+        tags: Sequence[str] | None = None,
+        memory_id: str | None = None,
+        wait: bool = False,
+    ) -> RetainResult:
+        """Keep why a decision was made."""
+        call = self._text_block_call(
+            "reasoning", bank_id, text, tags=tags, memory_id=memory_id, wait=wait
+        )
+        return self._send(call)
+
+    def retain_preference(
+        self,
+        bank_id: str,
+        text: str,
+        *,
+        tags: Sequence[str] | None = None,
+        memory_id: str | None = None,
+        wait: bool = False,
+    ) -> RetainResult:
+        """Keep a conditional rule for how the user wants things done."""
+        call = self._text_block_call(
+            "preference", bank_id, text, tags=tags, memory_id=memory_id, wait=wait
+        )
+        return self._send(call)
+
+    def retain_correction(
+        self,
+        bank_id: str,
+        text: str,
+        *,
+        tags: Sequence[str] | None = None,
+        memory_id: str | None = None,
+        wait: bool = False,
+    ) -> RetainResult:
+        """Keep an in-the-moment "no, do it this way", raw."""
+        call = self._text_block_call(
+            "correction", bank_id, text, tags=tags, memory_id=memory_id, wait=wait
+        )
+        return self._send(call)
+
+    def update_profile(
+        self,
+        bank_id: str,
+        text: str,
+        *,
+        tags: Sequence[str] | None = None,
+        memory_id: str | None = None,
+        wait: bool = False,
+    ) -> RetainResult:
+        """Record the user's tools, access and normal patterns."""
+        call = self._text_block_call(
+            "profile", bank_id, text, tags=tags, memory_id=memory_id, wait=wait
+        )
+        return self._send(call)
+
+    def recall(
+        self,
+        bank_id: str,
+        query: str,
+        types: Iterable[FactType | str] | None = None,
+        k: int = 10,
+        max_tokens: int | None = None,
+        *,
+        tags: Sequence[str] | None = None,
+        since: TimeArg = None,
+        until: TimeArg = None,
+        prefer_observations: bool = False,
+        session_id: str | None = None,
+        all_versions: bool = False,
+    ) -> RecallResponse:
+        """The best memories of ``bank_id`` for ``query``, each with its score breakdown.
+
+        Args:
+            bank_id: The memory bank.
+            query: What the agent is about to do or asks about.
+            types: Only these fact types (default: every type).
+            k: At most this many results.
+            max_tokens: Stop adding results before their texts exceed this many tokens.
+            tags: Only memories with at least one of these tags.
+            since: Only memories at or after this time.
+            until: Only memories at or before this time.
+            prefer_observations: Boost consolidated observations for a compact answer.
+            session_id: Rank memories this session has already seen lower.
+            all_versions: Every version of a procedure, not only the newest.
+        """
+        call = self._recall_call(
+            bank_id,
+            query,
+            types,
+            k,
+            max_tokens,
+            tags=tags,
+            since=since,
+            until=until,
+            prefer_observations=prefer_observations,
+            session_id=session_id,
+            all_versions=all_versions,
+        )
+        return self._send(call)
+
+    def get_memory(self, bank_id: str, memory_id: str) -> MemoryRecord:
+        """One memory with its archived event; NotFoundError if the bank has no such memory."""
+        return self._send(self._get_memory_call(bank_id, memory_id))
+
+    def close(self) -> None:
+        """Close connections (and stop the embedded stack, if this client runs one)."""
+        self._http.close()
+
+    def __enter__(self) -> MemoryClient:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
+
+class AsyncMemoryClient(_BaseClient):
+    """Non-blocking twin of ``MemoryClient``: the same methods, awaited.
+
+    ``embedded()`` runs the stack on the caller's event loop; close the client
+    (``aclose`` or ``async with``) on that loop.
+    """
+
+    def __init__(
+        self,
+        base_url: str,
+        *,
+        api_key: str | None = None,
+        timeout: float = DEFAULT_TIMEOUT_S,
+        transport: httpx.AsyncBaseTransport | None = None,
+    ) -> None:
+        super().__init__(base_url, api_key=api_key, timeout=timeout)
+        self._http = httpx.AsyncClient(
+            base_url=self.base_url, headers=self._headers(), timeout=timeout, transport=transport
+        )
+
+    @classmethod
+    def embedded(
+        cls, data_dir: str | Path, *, embedder: EmbedderKind = "minilm"
+    ) -> AsyncMemoryClient:
+        """A client of a whole embedded stack started on first use on the running loop."""
+        # Embedded mode needs the service layer; importing it here keeps `import cogsub.sdk`
+        # free of services for every HTTP-only user.
+        from cogsub.runtime.wiring import embedded_settings
+        from cogsub.sdk.embedded import AsyncEmbeddedTransport
+
+        settings = embedded_settings(Path(data_dir), embedder=embedder)
+        return cls(EMBEDDED_URL, transport=AsyncEmbeddedTransport(settings))
+
+    async def _send(self, call: Call[M]) -> M:
+        with mapped_transport_errors():
+            response = await self._http.request(call.method, call.path, json=call.json)
+        return call.parse(response)
+
+    async def retain(
+        self,
+        bank_id: str,
+        content: str,
+        fact_type: FactType | str | None = None,
+        tags: Sequence[str] | None = None,
+        timestamp: TimeArg = None,
+        context: ContextArg = None,
+        *,
+        memory_id: str | None = None,
+        wait: bool = False,
+    ) -> RetainResult:
+        """Keep ``content`` in bank ``bank_id`` (see ``MemoryClient.retain``)."""
+        call = self._retain_call(
+            bank_id, content, fact_type, tags, timestamp, context, memory_id=memory_id, wait=wait
+        )
+        return await self._send(call)
+
+    async def retain_procedure(
+        self,
+        bank_id: str,
+        steps: Sequence[str],
+        rationale: str | None = None,
+        *,
+        supersedes: str | None = None,
+        tags: Sequence[str] | None = None,
+        memory_id: str | None = None,
+        wait: bool = False,
+    ) -> RetainResult:
+        """Keep how a task was done; ``supersedes`` names the version this one repairs."""
+        call = self._procedure_call(
+            bank_id,
+            steps,
+            rationale,
+            supersedes=supersedes,
+            tags=tags,
+            memory_id=memory_id,
+            wait=wait,
+        )
+        return await self._send(call)
+
+    async def retain_reasoning(
+        self,
+        bank_id: str,
+        text: str,
+        *,
+        tags: Sequence[str] | None = None,
+        memory_id: str | None = None,
+        wait: bool = False,
+    ) -> RetainResult:
+        """Keep why a decision was made."""
+        call = self._text_block_call(
+            "reasoning", bank_id, text, tags=tags, memory_id=memory_id, wait=wait
+        )
+        return await self._send(call)
+
+    async def retain_preference(
+        self,
+        bank_id: str,
+        text: str,
+        *,
+        tags: Sequence[str] | None = None,
+        memory_id: str | None = None,
+        wait: bool = False,
+    ) -> RetainResult:
+        """Keep a conditional rule for how the user wants things done."""
+        call = self._text_block_call(
+            "preference", bank_id, text, tags=tags, memory_id=memory_id, wait=wait
+        )
+        return await self._send(call)
+
+    async def retain_correction(
+        self,
+        bank_id: str,
+        text: str,
+        *,
+        tags: Sequence[str] | None = None,
+        memory_id: str | None = None,
+        wait: bool = False,
+    ) -> RetainResult:
+        """Keep an in-the-moment "no, do it this way", raw."""
+        call = self._text_block_call(
+            "correction", bank_id, text, tags=tags, memory_id=memory_id, wait=wait
+        )
+        return await self._send(call)
+
+    async def update_profile(
+        self,
+        bank_id: str,
+        text: str,
+        *,
+        tags: Sequence[str] | None = None,
+        memory_id: str | None = None,
+        wait: bool = False,
+    ) -> RetainResult:
+        """Record the user's tools, access and normal patterns."""
+        call = self._text_block_call(
+            "profile", bank_id, text, tags=tags, memory_id=memory_id, wait=wait
+        )
+        return await self._send(call)
+
+    async def recall(
+        self,
+        bank_id: str,
+        query: str,
+        types: Iterable[FactType | str] | None = None,
+        k: int = 10,
+        max_tokens: int | None = None,
+        *,
+        tags: Sequence[str] | None = None,
+        since: TimeArg = None,
+        until: TimeArg = None,
+        prefer_observations: bool = False,
+        session_id: str | None = None,
+        all_versions: bool = False,
+    ) -> RecallResponse:
+        """The best memories of ``bank_id`` for ``query`` (see ``MemoryClient.recall``)."""
+        call = self._recall_call(
+            bank_id,
+            query,
+            types,
+            k,
+            max_tokens,
+            tags=tags,
+            since=since,
+            until=until,
+            prefer_observations=prefer_observations,
+            session_id=session_id,
+            all_versions=all_versions,
+        )
+        return await self._send(call)
+
+    async def get_memory(self, bank_id: str, memory_id: str) -> MemoryRecord:
+        """One memory with its archived event; NotFoundError if the bank has no such memory."""
+        return await self._send(self._get_memory_call(bank_id, memory_id))
+
+    async def aclose(self) -> None:
+        """Close connections (and stop the embedded stack, if this client runs one)."""
+        await self._http.aclose()
+
+    async def __aenter__(self) -> AsyncMemoryClient:
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        await self.aclose()
