@@ -76,6 +76,10 @@ class RecallRequest(BoundaryModel):
     prefer_observations: bool = False
     session_id: ShortText | None = Field(default=None, description="for session-relative novelty")
     all_versions: bool = Field(default=False, description="every procedure version, not the newest")
+    reinforce: bool = Field(
+        default=True,
+        description="count this retrieval toward reinforcement (off for probes and evaluations)",
+    )
 
 
 class ScoreBreakdown(BoundaryModel):
@@ -94,6 +98,18 @@ class ScoreBreakdown(BoundaryModel):
     vector_rank: int | None = None
     bm25_score: float | None = None
     cosine: float | None = None
+    lexical: float | None = Field(
+        default=None, description="BM25 share of relevance, neighbours' part included, in [0, 1]"
+    )
+    semantic: float | None = Field(
+        default=None, description="cosine share of relevance, in context, scaled to [0, 1]"
+    )
+    context: float | None = Field(
+        default=None, description="the part of the BM25 score that came from neighbouring turns"
+    )
+    boost: float | None = Field(
+        default=None, description="relevance multiplier from the query's cues (speaker, time)"
+    )
 
 
 class MemoryHit(BoundaryModel):

@@ -4,11 +4,14 @@ Retain publishes an ExperienceEvent to experience.raw and returns once the bus
 has it durably (``wait=True``: once the index serves it), so the archive stays
 the truth and every memory takes the same path as any experience.
 
-Recall: BM25 and vector candidates (bounded pools) → reciprocal-rank fusion →
+Recall: BM25 and vector candidates (bounded pools) → fusion (contextual by
+default: scores with neighbouring turns and query cues, see
+:func:`cogsub.recall.ranking.contextual_fuse`; or reciprocal-rank) →
 policy-weighted ranking (relevance, importance × decay, recency, reward,
 retrieval-count reinforcement, session novelty) → newest procedure versions →
 top ``k`` within ``max_tokens`` → texts from the archive. Returned memories get
-their retrieval counts bumped in the background, never on the answer's path.
+their retrieval counts bumped in the background (coalesced by
+:class:`~cogsub.recall.feedback.RetrievalFeedback`), never on the answer's path.
 """
 
 from __future__ import annotations
@@ -19,8 +22,6 @@ import time
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
-
-import structlog
 
 from cogsub.archive.ports import ArchiveStore
 from cogsub.bus.ports import EventBus
@@ -37,11 +38,14 @@ from cogsub.core.memory import (
 )
 from cogsub.core.topics import EXPERIENCE_RAW
 from cogsub.embeddings.ports import Embedder
-from cogsub.index.ports import DocumentPatch, MemoryIndex, SearchFilters
+from cogsub.index.ports import MemoryIndex, SearchFilters
+from cogsub.recall.feedback import RetrievalFeedback
+from cogsub.recall.query import analyse_query
 from cogsub.recall.ranking import (
     Budget,
     RankingPolicy,
     Scored,
+    contextual_fuse,
     estimate_tokens,
     fuse,
     newest_versions,
@@ -50,8 +54,6 @@ from cogsub.recall.ranking import (
 )
 from cogsub.recall.retain import ProcedureLineage, event_for, new_memory_id
 from cogsub.telemetry.tracing import headers_with_context, tracer
-
-log = structlog.get_logger("cogsub.recall")
 
 MAX_SESSIONS = 1_000
 MAX_IDS_PER_SESSION = 10_000
@@ -67,7 +69,9 @@ class SessionNovelty:
         if session_id is None or (bank_id, session_id) not in self._sessions:
             return {}
         turn, last = self._sessions[(bank_id, session_id)]
-        return {memory_id: turn - seen for memory_id, seen in last.items()}
+        # ``turn`` is already the next recall's number, so a memory shown on the previous
+        # recall has age 0 — the seed's convention (novelty 1 − decay^0 = 0 right after).
+        return {memory_id: turn - seen - 1 for memory_id, seen in last.items()}
 
     def shown(self, bank_id: str, session_id: str | None, memory_ids: Sequence[str]) -> None:
         if session_id is None:
@@ -94,8 +98,8 @@ class MemoryService:
         index: MemoryIndex,
         embedder: Embedder,
         policy: RankingPolicy | None = None,
-        text_pool: int = 50,
-        vector_pool: int = 50,
+        text_pool: int = 75,
+        vector_pool: int = 75,
         wait_timeout_s: float = 10.0,
         clock: Callable[[], datetime] = lambda: datetime.now(UTC),
     ) -> None:
@@ -109,7 +113,7 @@ class MemoryService:
         self._wait_timeout_s = wait_timeout_s
         self._clock = clock
         self._novelty = SessionNovelty()
-        self._feedback: set[asyncio.Task[None]] = set()
+        self._feedback = RetrievalFeedback(index)
 
     async def retain(self, bank_id: str, request: RetainRequest) -> RetainResult:
         """Publish the memory durably; with ``wait`` return once recall can find it."""
@@ -162,7 +166,16 @@ class MemoryService:
             self._index.search_text(request.query, filters, size=self._text_pool),
             self._index.search_vector(vector, filters, size=self._vector_pool),
         )
-        candidates = fuse(text_hits, vector_hits, k=self.policy.rrf_k)
+        if self.policy.fusion == "rrf":
+            candidates = fuse(text_hits, vector_hits, k=self.policy.rrf_k)
+        else:
+            candidates = contextual_fuse(
+                text_hits,
+                vector_hits,
+                query_vector=vector,
+                analysis=analyse_query(request.query),
+                policy=self.policy,
+            )
         ranked = rank(
             candidates,
             self.policy,
@@ -174,7 +187,8 @@ class MemoryService:
             ranked = newest_versions(ranked, await self._newest(bank_id, ranked, vector))
         results, used = await self._fill(ranked, request)
         self._novelty.shown(bank_id, request.session_id, [r.id for r in results])
-        self._reinforce(bank_id, [r.id for r in results])
+        if request.reinforce:
+            self._feedback.returned(bank_id, [r.id for r in results])
         return RecallResponse(
             bank_id=bank_id,
             query=request.query,
@@ -217,22 +231,6 @@ class MemoryService:
         key = item.candidate.document.object_storage_key
         return ArchivedEvent.model_validate_json(await self._archive.get(key))
 
-    def _reinforce(self, bank_id: str, memory_ids: Sequence[str]) -> None:
-        if not memory_ids:
-            return
-        task = asyncio.create_task(self._bump(bank_id, memory_ids))
-        self._feedback.add(task)
-        task.add_done_callback(self._feedback.discard)
-
-    async def _bump(self, bank_id: str, memory_ids: Sequence[str]) -> None:
-        for memory_id in memory_ids:
-            try:
-                await self._index.update(
-                    bank_id, memory_id, DocumentPatch(retrieval_count_increment=1)
-                )
-            except Exception as exc:  # feedback is best effort; recall already answered
-                log.warning("retrieval_feedback_failed", memory_id=memory_id, error=str(exc))
-
     async def get_memory(self, bank_id: str, memory_id: str) -> MemoryRecord:
         """One memory of ``bank_id`` with its archived event; NotFoundError otherwise."""
         doc = await self._index.get(bank_id, memory_id)
@@ -253,9 +251,8 @@ class MemoryService:
         )
 
     async def drain(self) -> None:
-        """Wait for background retrieval feedback (call before closing the index)."""
-        if self._feedback:
-            await asyncio.gather(*self._feedback, return_exceptions=True)
+        """Write pending retrieval feedback (call before closing the index)."""
+        await self._feedback.drain()
 
 
 def _as_dict(value: object) -> dict[str, object]:

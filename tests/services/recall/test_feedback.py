@@ -71,3 +71,17 @@ async def test_returned_does_not_wait_for_the_index() -> None:
     await feedback.drain()
     assert (await index.get("b", "a")).retrieval_count == 1  # type: ignore[union-attr]
     await index.close()
+
+
+def test_session_novelty_counts_the_turn_right_after_as_age_zero() -> None:
+    from cogsub.recall.service import SessionNovelty
+
+    novelty = SessionNovelty()
+    assert novelty.ages("b", "s") == {}
+    novelty.shown("b", "s", ["a"])
+    assert novelty.ages("b", "s") == {"a": 0}
+    novelty.shown("b", "s", ["c"])
+    assert novelty.ages("b", "s") == {"a": 1, "c": 0}
+    assert novelty.ages("b", "other") == {} and novelty.ages("x", "s") == {}
+    novelty.shown("b", None, ["z"])  # no session: nothing tracked
+    assert "z" not in novelty.ages("b", "s")

@@ -1,0 +1,201 @@
+"""Fusion of BM25 and vector candidates into one relevance value per memory (pure).
+
+Two fusions, chosen by ``RankingPolicy.fusion``:
+
+- ``rrf``: reciprocal-rank fusion of the two ranked lists (:func:`fuse`);
+- ``contextual`` (the default, :func:`contextual_fuse`): scores, not ranks, over
+  the union of both pools. BM25 is scaled by the pool's best, then each turn of
+  a conversation also receives part of its neighbours' BM25 (the turn before
+  it most, fully when that turn asked a question: the answer follows it). The
+  cosine is taken between the query and the turn's embedding mixed with its
+  neighbours', then scaled so the pool's median is 0 and its best 1. Their
+  weighted sum is multiplied by the query's cues (a named speaker, a "when"
+  question, a date: :mod:`cogsub.recall.query`) and scaled so the best is 1.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from typing import TYPE_CHECKING
+
+import numpy as np
+import numpy.typing as npt
+
+from cogsub.core.documents import IndexDocument
+from cogsub.index.ports import Hit
+from cogsub.recall.context import Links, neighbour_links
+from cogsub.recall.query import QueryAnalysis, has_time_expression, speaker_of
+
+if TYPE_CHECKING:
+    from cogsub.recall.ranking import RankingPolicy
+
+RRF_K = 60
+_FloatArray = npt.NDArray[np.float64]
+
+
+@dataclass
+class Candidate:
+    """One document with where each retriever ranked it (1-based) and its raw scores."""
+
+    document: IndexDocument
+    bm25_rank: int | None = None
+    vector_rank: int | None = None
+    bm25_score: float | None = None
+    cosine: float | None = None
+    fused: float = 0.0
+    lexical: float | None = None
+    semantic: float | None = None
+    context: float | None = None
+    boost: float | None = None
+
+
+def _pooled(text_hits: Sequence[Hit], vector_hits: Sequence[Hit]) -> list[Candidate]:
+    """The union of both pools, each candidate with its ranks and raw scores."""
+    by_id: dict[str, Candidate] = {}
+    for rank, hit in enumerate(text_hits, start=1):
+        item = by_id.setdefault(hit.document.event_id, Candidate(hit.document))
+        item.bm25_rank, item.bm25_score = rank, hit.score
+    for rank, hit in enumerate(vector_hits, start=1):
+        item = by_id.setdefault(hit.document.event_id, Candidate(hit.document))
+        item.vector_rank, item.cosine = rank, hit.score
+    return list(by_id.values())
+
+
+def fuse(
+    text_hits: Sequence[Hit], vector_hits: Sequence[Hit], *, k: int = RRF_K
+) -> list[Candidate]:
+    """Reciprocal-rank fusion; ``fused`` is normalised so a doc ranked first by both is 1."""
+    by_id = {c.document.event_id: c for c in _pooled(text_hits, vector_hits)}
+    best = 2.0 / (k + 1)
+    for item in by_id.values():
+        total = sum(1.0 / (k + r) for r in (item.bm25_rank, item.vector_rank) if r is not None)
+        item.fused = total / best
+    return sorted(by_id.values(), key=lambda c: (-c.fused, c.document.event_id))
+
+
+def contextual_fuse(
+    text_hits: Sequence[Hit],
+    vector_hits: Sequence[Hit],
+    *,
+    query_vector: Sequence[float],
+    analysis: QueryAnalysis,
+    policy: RankingPolicy,
+) -> list[Candidate]:
+    """Score-level fusion with conversational context and query cues (module docstring).
+
+    ``fused`` is in (0, 1], 1 for the best candidate; ``lexical``, ``semantic``,
+    ``context`` and ``boost`` say where it came from. Sorted best first, ties by id.
+    """
+    candidates = _pooled(text_hits, vector_hits)
+    if not candidates:
+        return []
+    docs = [c.document for c in candidates]
+    links = neighbour_links(docs, max_gap_s=policy.neighbour_gap_s)
+    bm25 = np.array([max(0.0, c.bm25_score or 0.0) for c in candidates], dtype=np.float64)
+    lexical, context = _lexical(bm25, docs, links, policy)
+    engine = [c.cosine for c in candidates]
+    cosine, semantic = _semantic(docs, query_vector, links, policy, engine_scores=engine)
+    boost = _boosts(docs, analysis, policy)
+    fused = (policy.lexical_weight * lexical + policy.semantic_weight * semantic) * boost
+    best = float(fused.max())
+    for i, item in enumerate(candidates):
+        item.fused = float(fused[i]) / best if best > 0.0 else 0.0
+        item.lexical, item.semantic = float(lexical[i]), float(semantic[i])
+        item.context, item.boost = float(context[i]), float(boost[i])
+        if item.cosine is None and not math.isnan(cosine[i]):
+            item.cosine = float(cosine[i])
+    return sorted(candidates, key=lambda c: (-c.fused, c.document.event_id))
+
+
+def _scaled_to_best(values: _FloatArray) -> _FloatArray:
+    best = float(values.max()) if values.size else 0.0
+    return values / best if best > 0.0 else np.zeros_like(values)
+
+
+def _lexical(
+    bm25: _FloatArray, docs: Sequence[IndexDocument], links: Links, policy: RankingPolicy
+) -> tuple[_FloatArray, _FloatArray]:
+    """BM25 scaled to the best, plus the neighbours' shares; then scaled again. (total, context)."""
+    own = _scaled_to_best(bm25)
+    context = np.zeros_like(own)
+    for i in range(len(docs)):
+        before, after = links.before[i], links.after[i]
+        if before is not None:
+            asked = "?" in docs[before].summary
+            share = policy.context_before_question if asked else policy.context_before
+            context[i] += share * own[before]
+        if after is not None:
+            context[i] += policy.context_after * own[after]
+    total = own + context
+    best = float(total.max())
+    if best <= 0.0:
+        return total, context
+    return total / best, context / best
+
+
+def _semantic(
+    docs: Sequence[IndexDocument],
+    query_vector: Sequence[float],
+    links: Links,
+    policy: RankingPolicy,
+    *,
+    engine_scores: Sequence[float | None],
+) -> tuple[_FloatArray, _FloatArray]:
+    """(raw cosine or NaN, contextual cosine scaled so the pool's median is 0 and its best is 1).
+
+    Documents that come back without usable embeddings fall back on the vector
+    engine's own scores (where it returned the document), without context.
+    """
+    query = np.asarray(query_vector, dtype=np.float64)
+    dimension = query.shape[0] if query.ndim == 1 else -1
+    if any(len(d.embedding) != dimension for d in docs):
+        raw = np.array([s if s is not None else np.nan for s in engine_scores], dtype=np.float64)
+        floor = float(np.nanmin(raw)) if not np.isnan(raw).all() else 0.0
+        return raw, _median_to_best(np.nan_to_num(raw, nan=floor))
+    vectors = _unit_rows(np.asarray([d.embedding for d in docs], dtype=np.float64))
+    query = query / (float(np.linalg.norm(query)) or 1.0)
+    mixed = vectors.copy()
+    for i in range(len(docs)):
+        for j in (links.before[i], links.after[i]):
+            if j is not None:
+                mixed[i] += policy.vector_context * vectors[j]
+    return vectors @ query, _median_to_best(_unit_rows(mixed) @ query)
+
+
+def _median_to_best(values: _FloatArray) -> _FloatArray:
+    """``values`` mapped so the median is 0 (and below it too) and the best is 1."""
+    low, high = float(np.median(values)), float(values.max())
+    if high - low <= 1e-12:
+        return np.ones_like(values)
+    return np.clip((values - low) / (high - low), 0.0, None)
+
+
+def _unit_rows(matrix: _FloatArray) -> _FloatArray:
+    norms = np.linalg.norm(matrix, axis=1, keepdims=True)
+    return matrix / np.where(norms > 0.0, norms, 1.0)
+
+
+def _boosts(
+    docs: Sequence[IndexDocument], analysis: QueryAnalysis, policy: RankingPolicy
+) -> _FloatArray:
+    """The product of the query cues each document matches (1 when it matches none)."""
+    boost = np.ones(len(docs), dtype=np.float64)
+    speakers = [speaker_of(d.summary) for d in docs]
+    named = analysis.names & {s for s in speakers if s is not None}
+    # Only one named speaker is a clear cue; "X and Y" questions are about both.
+    if len(named) == 1:
+        boost *= [1.0 + policy.speaker_boost if s in named else 1.0 for s in speakers]
+    if analysis.temporal:
+        boost *= [
+            1.0 + policy.temporal_boost if has_time_expression(d.summary) else 1.0 for d in docs
+        ]
+    if analysis.dates:
+        days = [datetime.fromisoformat(d.timestamp.replace("Z", "+00:00")).date() for d in docs]
+        boost *= [
+            1.0 + policy.date_boost if any(span.contains(day) for span in analysis.dates) else 1.0
+            for day in days
+        ]
+    return boost

@@ -1,0 +1,201 @@
+"""What a recall query asks for, read from its text alone (pure: no I/O, no model).
+
+Three cues feed ranking (``cogsub.recall.ranking``):
+
+- **names**: capitalised words (``"What did Caroline research?"`` → ``caroline``),
+  possessives stripped, so a memory whose speaker is named in the query can be
+  preferred over one that only mentions the name;
+- **temporal**: the query asks *when* (``when``, ``what year``, ``how long ago``,
+  ``since when``...), so memories that carry a time expression are preferred;
+- **dates**: calendar days or months named in the query (``"on 1 February, 2023"``,
+  ``"October 13, 2023"``, ``"in May 2023"``), so memories from that day or month are
+  preferred.
+
+And the matching cues of a memory's text: :func:`speaker_of` (the ``"Name: "``
+prefix of a transcript line) and :func:`has_time_expression`.
+"""
+
+from __future__ import annotations
+
+import calendar
+import re
+from dataclasses import dataclass
+from datetime import date
+
+_MONTHS: dict[str, int] = {}
+for _number in range(1, 13):
+    _MONTHS[calendar.month_name[_number].lower()] = _number
+    _MONTHS[calendar.month_abbr[_number].lower()] = _number
+_MONTHS["sept"] = 9
+_MONTH = "|".join(sorted(_MONTHS, key=len, reverse=True))
+
+_DAY_MONTH_YEAR = re.compile(
+    rf"\b(?P<day>[0-3]?\d)(?:st|nd|rd|th)?\s+(?:of\s+)?(?P<month>{_MONTH})\.?,?\s+(?P<year>\d{{4}})\b",
+    re.IGNORECASE,
+)
+_MONTH_DAY_YEAR = re.compile(
+    rf"\b(?P<month>{_MONTH})\.?\s+(?P<day>[0-3]?\d)(?:st|nd|rd|th)?,?\s+(?P<year>\d{{4}})\b",
+    re.IGNORECASE,
+)
+_MONTH_YEAR = re.compile(rf"\b(?P<month>{_MONTH})\.?,?\s+(?P<year>\d{{4}})\b", re.IGNORECASE)
+_ISO_DATE = re.compile(r"\b(?P<year>\d{4})-(?P<month>\d{2})-(?P<day>\d{2})\b")
+
+_TEMPORAL_QUESTION = re.compile(
+    r"\b(when|what\s+(?:year|month|day|date|time|week|weekend)|which\s+(?:year|month|day|date)"
+    r"|how\s+long\s+ago|since\s+when|how\s+long\s+(?:has|have|had|did|was|were))\b",
+    re.IGNORECASE,
+)
+_TIME_WORDS = (
+    "yesterday today tonight tomorrow ago last next week weekend weekends month months year"
+    " years recently earlier later soon since before after morning afternoon evening night"
+    " monday tuesday wednesday thursday friday saturday sunday"
+)
+# Word lookups, not one big alternation: a regex of ~60 alternatives costs ~30 us a memory.
+_TIME_WORD_SET = frozenset(_TIME_WORDS.split()) | frozenset(m for m in _MONTHS if m != "may")
+_WORD = re.compile(r"[a-z]+")
+_YEAR = re.compile(r"\b(?:19|20)\d\d\b")
+# "may" is a month only beside a number ("8 May", "May 2023"); otherwise it is the verb.
+_MAY_DATE = re.compile(r"\bmay\s+\d|\d(?:st|nd|rd|th)?\s+may\b")
+_NAME = re.compile(r"\b([A-Z][\w'’-]*[\w])")
+_POSSESSIVE = re.compile(r"['’]s$")
+# A transcript line: "Name: text", the name being one to three capitalised words.
+_SPEAKER = re.compile(r"^\s*([A-Z][\w'’.-]*(?:\s+[A-Z][\w'’.-]*){0,2})\s*:\s")
+# Capitalised words that open questions or are pronouns; never names.
+_NOT_NAMES = frozenset(
+    [
+        "a",
+        "an",
+        "and",
+        "are",
+        "can",
+        "could",
+        "did",
+        "do",
+        "does",
+        "for",
+        "had",
+        "has",
+        "have",
+        "how",
+        "i",
+        "if",
+        "in",
+        "is",
+        "it",
+        "may",
+        "might",
+        "must",
+        "of",
+        "on",
+        "or",
+        "shall",
+        "should",
+        "the",
+        "their",
+        "there",
+        "these",
+        "they",
+        "this",
+        "those",
+        "was",
+        "we",
+        "were",
+        "what",
+        "when",
+        "where",
+        "which",
+        "who",
+        "whom",
+        "whose",
+        "why",
+        "will",
+        "with",
+        "would",
+        "you",
+        "your",
+    ]
+)
+
+
+@dataclass(frozen=True)
+class DateSpan:
+    """A calendar day (``day`` set) or a whole month named in a query."""
+
+    year: int
+    month: int
+    day: int | None = None
+
+    def contains(self, when: date) -> bool:
+        same_month = when.year == self.year and when.month == self.month
+        return same_month and (self.day is None or when.day == self.day)
+
+
+@dataclass(frozen=True)
+class QueryAnalysis:
+    """The cues of one query (see the module docstring)."""
+
+    names: frozenset[str]
+    temporal: bool
+    dates: tuple[DateSpan, ...]
+
+
+def analyse_query(text: str) -> QueryAnalysis:
+    """Names, temporal intent and dates of ``text``; cheap (a few regexes)."""
+    return QueryAnalysis(
+        names=query_names(text),
+        temporal=bool(_TEMPORAL_QUESTION.search(text)),
+        dates=dates_in(text),
+    )
+
+
+def query_names(text: str) -> frozenset[str]:
+    """Lower-cased capitalised words of ``text`` that may be names (possessives stripped)."""
+    names = set()
+    for found in _NAME.finditer(text):
+        word = _POSSESSIVE.sub("", found.group(1)).lower()
+        if word not in _NOT_NAMES and word not in _MONTHS and len(word) > 1:
+            names.add(word)
+    return frozenset(names)
+
+
+def dates_in(text: str) -> tuple[DateSpan, ...]:
+    """Every day or month ``text`` names, in order of appearance, without repeats."""
+    found: list[tuple[int, DateSpan]] = []
+    taken: list[tuple[int, int]] = []
+    for pattern in (_ISO_DATE, _DAY_MONTH_YEAR, _MONTH_DAY_YEAR, _MONTH_YEAR):
+        for match in pattern.finditer(text):
+            start, end = match.span()
+            if any(start < stop and begin < end for begin, stop in taken):
+                continue  # already read as a longer date
+            span = _span(match)
+            if span is not None:
+                taken.append((start, end))
+                found.append((start, span))
+    return tuple(dict.fromkeys(span for _, span in sorted(found, key=lambda item: item[0])))
+
+
+def _span(match: re.Match[str]) -> DateSpan | None:
+    month_text = match.group("month")
+    month = int(month_text) if month_text.isdigit() else _MONTHS[month_text.lower().rstrip(".")]
+    year = int(match.group("year"))
+    day = int(match.group("day")) if "day" in match.re.groupindex else None
+    if not 1 <= month <= 12:
+        return None
+    if day is not None and not 1 <= day <= calendar.monthrange(year, month)[1]:
+        return None
+    return DateSpan(year, month, day)
+
+
+def speaker_of(text: str) -> str | None:
+    """The lower-cased speaker of a ``"Name: text"`` line, or ``None``."""
+    found = _SPEAKER.match(text)
+    return found.group(1).lower() if found else None
+
+
+def has_time_expression(text: str) -> bool:
+    """Whether ``text`` (speaker prefix excluded) says when: a relative time, a weekday, a month."""
+    speaker = _SPEAKER.match(text)
+    said = (text[speaker.end() :] if speaker else text).lower()
+    if not _TIME_WORD_SET.isdisjoint(_WORD.findall(said)):
+        return True
+    return bool(_YEAR.search(said) or _MAY_DATE.search(said))

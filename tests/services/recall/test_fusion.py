@@ -1,0 +1,126 @@
+"""Contextual fusion: scaled BM25 and cosine, neighbours' shares, query cues; and RRF."""
+
+from __future__ import annotations
+
+import pytest
+
+from cogsub.recall.fusion import contextual_fuse, fuse
+from cogsub.recall.query import analyse_query
+from cogsub.recall.ranking import RankingPolicy
+from tests.services.recall.docs import doc, hits
+
+QUERY_VECTOR = [1.0, 0.0]
+LEXICAL_ONLY = RankingPolicy(semantic_weight=0.0)
+
+
+def _fuse(text_hits, vector_hits, query="anything", policy=None):
+    return contextual_fuse(
+        text_hits,
+        vector_hits,
+        query_vector=QUERY_VECTOR,
+        analysis=analyse_query(query),
+        policy=policy or RankingPolicy(),
+    )
+
+
+def _by_id(candidates):
+    return {c.document.event_id: c for c in candidates}
+
+
+def test_no_candidates_no_result() -> None:
+    assert _fuse([], []) == []
+
+
+def test_scores_are_scaled_to_the_pool_and_summed_by_weight() -> None:
+    a = doc("a", embedding=(1.0, 0.0))  # cosine 1
+    b = doc("b", embedding=(0.0, 1.0))  # cosine 0
+    c = doc("c", embedding=(0.6, 0.8))  # cosine 0.6, the median: semantic 0
+    result = _fuse(hits((a, 10.0), (b, 5.0)), hits((a, 1.0), (c, 0.6)))
+    assert [x.document.event_id for x in result] == ["a", "b", "c"]
+    found = _by_id(result)
+    assert found["a"].fused == 1.0 and found["a"].semantic == 1.0 and found["a"].lexical == 1.0
+    # b: lexical 0.5, semantic 0 -> 0.5 of a's 1.5.
+    assert found["b"].fused == pytest.approx(0.5 / 1.5)
+    assert found["c"].fused == 0.0 and found["c"].lexical == 0.0
+    assert found["c"].cosine == pytest.approx(0.6) and found["b"].cosine == pytest.approx(0.0)
+    assert (found["a"].bm25_rank, found["a"].vector_rank) == (1, 1)
+    assert (found["c"].bm25_rank, found["c"].vector_rank) == (None, 2)
+
+
+def test_the_answer_after_a_question_inherits_the_question_score() -> None:
+    question = doc("q", text="Alice: Which instrument do you play?", session="s", at=0)
+    answer = doc("r", text="Bob: The cello, for ten years.", session="s", at=1)
+    other = doc("z", text="Bob: I play chess.", at=2)  # no session: no neighbours
+    result = _fuse(hits((question, 4.0), (other, 2.0)), hits((answer, 0.1)), policy=LEXICAL_ONLY)
+    found = _by_id(result)
+    # The answer matched no query word, yet it ranks with the question it answers.
+    assert found["r"].lexical == pytest.approx(found["q"].lexical) == pytest.approx(1.0)
+    assert found["r"].context == pytest.approx(1.0)
+    assert found["q"].context == 0.0  # the answer had no BM25 of its own to pass back
+    assert found["z"].fused == pytest.approx(0.5)
+
+
+def test_a_statement_passes_on_less_than_a_question_and_the_next_turn_less_still() -> None:
+    first = doc("a", text="Alice: I took up the cello.", session="s", at=0)
+    second = doc("b", text="Bob: Nice.", session="s", at=1)
+    third = doc("c", text="Alice: Thanks!", session="s", at=2)
+    policy = LEXICAL_ONLY
+    found = _by_id(_fuse(hits((second, 2.0)), hits((first, 0.0), (third, 0.0)), policy=policy))
+    assert found["c"].context == pytest.approx(policy.context_before)  # after a statement
+    assert found["a"].context == pytest.approx(policy.context_after)
+
+
+def test_neighbour_embeddings_enter_the_semantic_score() -> None:
+    near = doc("a", session="s", at=0, embedding=(0.0, 1.0))
+    after = doc("b", session="s", at=1, embedding=(1.0, 0.0))
+    alone = doc("c", embedding=(0.0, 1.0))
+    others = [(doc(name, embedding=(0.0, 1.0)), 0.0) for name in ("d", "e")]  # median 0
+    found = _by_id(_fuse([], hits((after, 1.0), (near, 0.0), (alone, 0.0), *others)))
+    # Same own embedding, but "a" sits next to a turn that matches the query.
+    assert found["a"].semantic > found["c"].semantic
+    assert found["a"].cosine == found["c"].cosine == pytest.approx(0.0)
+
+
+def test_the_named_speaker_is_preferred_unless_two_speakers_are_named() -> None:
+    by_bob = doc("a", text="Bob: I play the cello.")
+    about_bob = doc("b", text="Alice: Bob plays the cello.")
+    text_hits = hits((by_bob, 1.0), (about_bob, 1.0))
+    found = _by_id(_fuse(text_hits, [], query="What does Bob play?", policy=LEXICAL_ONLY))
+    assert found["a"].boost == pytest.approx(1.3) and found["b"].boost == 1.0
+    assert found["a"].fused == 1.0 and found["b"].fused == pytest.approx(1 / 1.3)
+    both = _by_id(_fuse(text_hits, [], query="What do Alice and Bob play?"))
+    assert both["a"].boost == both["b"].boost == 1.0
+
+
+def test_when_questions_prefer_memories_that_say_when() -> None:
+    dated = doc("a", text="I went to the group yesterday.")
+    undated = doc("b", text="The group was powerful.")
+    text_hits = hits((dated, 1.0), (undated, 1.0))
+    found = _by_id(_fuse(text_hits, [], query="When did Alice go to the group?"))
+    assert found["a"].boost == pytest.approx(1.4) and found["b"].boost == 1.0
+    found = _by_id(_fuse(text_hits, [], query="Where did Alice go?"))
+    assert found["a"].boost == found["b"].boost == 1.0
+
+
+def test_a_date_in_the_query_prefers_memories_of_that_day() -> None:
+    that_day = doc("a", at=3_600)  # 8 May 2023, 14:56
+    next_day = doc("b", at=86_400)
+    text_hits = hits((that_day, 1.0), (next_day, 1.0))
+    found = _by_id(_fuse(text_hits, [], query="what happened on 8 May, 2023"))
+    assert found["a"].boost == pytest.approx(1.3) and found["b"].boost == 1.0
+
+
+def test_without_usable_embeddings_the_engine_scores_stand_in() -> None:
+    odd = doc("a", embedding=(1.0, 0.0, 0.0))  # not the query's dimension
+    near, far = doc("b", embedding=()), doc("c", embedding=())
+    found = _by_id(_fuse(hits((odd, 2.0)), hits((near, 0.9), (far, 0.2))))
+    assert found["b"].semantic == 1.0 and found["c"].semantic == 0.0
+    assert found["a"].semantic == 0.0  # no engine score: the pool's lowest
+    assert found["a"].lexical == 1.0 and found["a"].cosine is None  # unknown, not made up
+
+
+def test_rrf_ranks_first_by_both_as_one() -> None:
+    a, b = doc("a"), doc("b")
+    result = fuse(hits((a, 3.0), (b, 1.0)), hits((a, 0.9)))
+    assert [c.document.event_id for c in result] == ["a", "b"]
+    assert result[0].fused == 1.0 and result[1].fused == pytest.approx(0.5 * 61 / 62)

@@ -1,0 +1,87 @@
+"""Query cues: names, temporal intent, dates; and the matching cues of memory texts."""
+
+from __future__ import annotations
+
+from datetime import date
+
+import pytest
+
+from cogsub.recall.query import (
+    DateSpan,
+    analyse_query,
+    dates_in,
+    has_time_expression,
+    query_names,
+    speaker_of,
+)
+
+
+def test_names_are_capitalised_words_without_question_words_or_possessives() -> None:
+    assert query_names("What did Caroline research?") == {"caroline"}
+    assert query_names("How do Jon and Gina both like to destress?") == {"jon", "gina"}
+    assert query_names("What is Melanie's favourite book?") == {"melanie"}
+    assert query_names("When did I meet them in May?") == frozenset()
+    assert query_names("what did caroline research") == frozenset()  # no capitals, no names
+
+
+@pytest.mark.parametrize(
+    ("query", "temporal"),
+    [
+        ("When did Caroline go to the support group?", True),
+        ("What year did Melanie start painting?", True),
+        ("How long ago was Caroline's birthday?", True),
+        ("Since when has Jon danced?", True),
+        ("How long has Gina had her store?", True),
+        ("What did Caroline research?", False),
+        ("How long is the river?", False),
+    ],
+)
+def test_temporal_intent(query: str, temporal: bool) -> None:
+    assert analyse_query(query).temporal is temporal
+
+
+def test_dates_of_every_common_shape_in_order_without_repeats() -> None:
+    text = "on 1 February, 2023 and October 13, 2023, then in May 2023, 2024-02-29 and 1 Feb 2023"
+    assert dates_in(text) == (
+        DateSpan(2023, 2, 1),
+        DateSpan(2023, 10, 13),
+        DateSpan(2023, 5),
+        DateSpan(2024, 2, 29),
+    )
+
+
+def test_impossible_days_fall_back_to_their_month_and_bare_years_are_ignored() -> None:
+    assert dates_in("30 February, 2023") == (DateSpan(2023, 2),)
+    assert dates_in("2023-13-01") == ()
+    assert dates_in("back in 2019") == ()
+
+
+def test_a_day_span_contains_only_its_day_and_a_month_span_its_month() -> None:
+    day, month = DateSpan(2023, 5, 8), DateSpan(2023, 5)
+    assert day.contains(date(2023, 5, 8)) and not day.contains(date(2023, 5, 9))
+    assert month.contains(date(2023, 5, 31)) and not month.contains(date(2022, 5, 8))
+
+
+def test_speaker_is_the_name_before_the_colon_of_a_transcript_line() -> None:
+    assert speaker_of("Caroline: I went to a support group.") == "caroline"
+    assert speaker_of("Mary Ann Lee: hello") == "mary ann lee"
+    assert speaker_of("note: lower-case labels are not speakers") is None
+    assert speaker_of("Deploy at 10:30 today") is None
+    assert speaker_of("no speaker here") is None
+
+
+@pytest.mark.parametrize(
+    ("text", "says_when"),
+    [
+        ("Caroline: I went to a support group yesterday.", True),
+        ("Jon: Last Friday was wild.", True),
+        ("Gina: Back in 2019 I started.", True),
+        ("Mel: We met on 8 May at noon.", True),
+        ("Mel: May 2023 was busy.", True),
+        ("Mel: You may like it.", False),  # the verb, not the month
+        ("Friday: it was great", False),  # the speaker's name does not count
+        ("Caroline: The support group was powerful.", False),
+    ],
+)
+def test_time_expressions(text: str, says_when: bool) -> None:
+    assert has_time_expression(text) is says_when
