@@ -188,6 +188,9 @@ class _Durability:
 
 def _put_once(path: Path, key: str, body: bytes, durability: _Durability) -> None:
     if os.path.lexists(path):
+        # The name may come from a put that died before its sync: make it durable before
+        # anyone builds on "it already exists" (index it, commit past it).
+        durability.after_link(path.parent)
         raise _taken(path, key)
     _make_dirs(path.parent)
     temp = path.parent / f"{_TMP_PREFIX}{uuid.uuid4().hex}"
@@ -201,6 +204,7 @@ def _put_once(path: Path, key: str, body: bytes, durability: _Durability) -> Non
         try:
             os.link(temp, path)
         except FileExistsError:
+            durability.after_link(path.parent)
             raise _taken(path, key) from None
     finally:
         os.unlink(temp)

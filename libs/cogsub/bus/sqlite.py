@@ -506,7 +506,7 @@ class _SqliteConsumer:
             except ConfigurationError as exc:
                 self._lease_error = exc  # someone took over while we stalled; stop reading
                 return
-            except UnavailableError:
+            except CogsubError:
                 continue  # the next renewal is still well inside the lease
 
     def _fetch(self, conn: sqlite3.Connection, max_records: int) -> list[Record]:
@@ -564,7 +564,11 @@ class _SqliteConsumer:
             await self._bus._wait_appended(min(self._bus.poll_interval_s, left))
 
     async def commit(self, records: Sequence[Record]) -> None:
-        """Durably store, per partition, the offset after the highest record given."""
+        """Durably store, per partition, the offset after the highest record given.
+
+        Committed offsets never move backwards, and a consumer that lost its lease
+        cannot commit (its records are another consumer's now).
+        """
         await self._start()
         upto: dict[Slot, int] = {}
         for record in records:
@@ -579,7 +583,7 @@ class _SqliteConsumer:
                 conn.executemany(
                     "INSERT INTO group_offsets (group_name, topic, partition, committed) "
                     "VALUES (?, ?, ?, ?) ON CONFLICT (group_name, topic, partition) "
-                    "DO UPDATE SET committed = excluded.committed",
+                    "DO UPDATE SET committed = MAX(committed, excluded.committed)",
                     [(self._group, *slot, offset) for slot, offset in upto.items()],
                 )
 

@@ -72,8 +72,12 @@ def index_document_for(
     importance_score: float,
     object_storage_key: str,
 ) -> IndexDocument:
-    """The compact document the seed's split puts in the associative layer."""
-    return IndexDocument(
+    """The compact document the seed's split puts in the associative layer.
+
+    Every value comes from an already-validated event (or is derived by us), so the
+    document is assembled without a second validation pass on the ingestion hot path.
+    """
+    return IndexDocument.model_construct(
         event_id=event.event_id,
         timestamp=format_timestamp(event.timestamp),
         event_type=event.type.value,
@@ -91,7 +95,7 @@ def index_document_for(
 
 
 def enriched_payload_for(doc: IndexDocument) -> EnrichedPayload:
-    return EnrichedPayload(
+    return EnrichedPayload.model_construct(
         event_id=doc.event_id,
         timestamp=doc.timestamp,
         importance_score=doc.importance_score,
@@ -102,7 +106,7 @@ def enriched_payload_for(doc: IndexDocument) -> EnrichedPayload:
 
 
 def indexed_payload_for(doc: IndexDocument, *, index: str = EXPERIENCE_INDEX) -> IndexedPayload:
-    return IndexedPayload(
+    return IndexedPayload.model_construct(
         event_id=doc.event_id,
         timestamp=doc.timestamp,
         index=index,

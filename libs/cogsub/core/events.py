@@ -111,6 +111,10 @@ class WireModel(BaseModel):
         """The JSON-ready dict with wire names, omitting absent optional fields."""
         return self.model_dump(mode="json", by_alias=True, exclude_none=True)
 
+    def to_wire_json(self) -> bytes:
+        """``to_wire`` as compact UTF-8 JSON, serialised in one pass."""
+        return self.model_dump_json(by_alias=True, exclude_none=True).encode()
+
 
 class EventContext(WireModel):
     session_id: ShortText | None = None

@@ -8,7 +8,6 @@ order, so the slowest store sets the pace instead of the sum of all of them.
 from __future__ import annotations
 
 import asyncio
-import json
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
@@ -195,11 +194,11 @@ class BatchSteps:
             spans.indexed(doc, index_name=self.index_name, model=self.embedder.name)
             key = doc.event_id.encode()
             headers = headers_with_context((), spans.context_for(doc.event_id))
-            enriched = enriched_payload_for(doc).to_wire()
-            indexed = indexed_payload_for(doc, index=self.index_name).to_wire()
+            enriched = enriched_payload_for(doc).to_wire_json()
+            indexed = indexed_payload_for(doc, index=self.index_name).to_wire_json()
             publishes += [
-                self.bus.publish(EXPERIENCE_ENRICHED, _json(enriched), key=key, headers=headers),
-                self.bus.publish(MEMORY_INDEXED, _json(indexed), key=key, headers=headers),
+                self.bus.publish(EXPERIENCE_ENRICHED, enriched, key=key, headers=headers),
+                self.bus.publish(MEMORY_INDEXED, indexed, key=key, headers=headers),
             ]
         for rejection in rejected:
             record = rejection.record
@@ -239,7 +238,3 @@ def _conflict(item: Accepted, key: str) -> Rejection:
         "content; an archived event is never overwritten"
     )
     return Rejection(item.record, RejectionKind.CONFLICT, reason)
-
-
-def _json(payload: dict[str, object]) -> bytes:
-    return json.dumps(payload, separators=(",", ":")).encode()

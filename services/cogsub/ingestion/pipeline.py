@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 from collections.abc import Sequence
 from dataclasses import dataclass
 from enum import StrEnum
@@ -89,7 +88,7 @@ def archived_event_for(
 
 def archive_body(archived: ArchivedEvent) -> bytes:
     """Compact UTF-8 JSON of the archived event, wire field names."""
-    return json.dumps(archived.to_wire(), ensure_ascii=False, separators=(",", ":")).encode()
+    return archived.to_wire_json()
 
 
 def same_experience(incoming: ExperienceEvent, archived: ArchivedEvent) -> bool:

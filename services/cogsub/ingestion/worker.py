@@ -48,6 +48,14 @@ class _Prepared:
 _Ahead = tuple[list[Record], "asyncio.Task[_Prepared]"]
 
 
+class _Stopping(BaseException):
+    """Raised between retries once the worker is asked to stop: the batch is left uncommitted.
+
+    A BaseException, so that the poison-isolation paths (which catch Exception) never
+    mistake a shutdown for a bad record.
+    """
+
+
 @dataclass(frozen=True)
 class RetryPolicy:
     """Backoff for retryable failures; the batch is retried until it succeeds."""
@@ -86,6 +94,7 @@ class IngestionWorker:
         self._batch_size = batch_size
         self._poll_timeout_s = poll_timeout_s
         self._retry = retry or RetryPolicy()
+        self._stop: asyncio.Event | None = None
         self._steps = BatchSteps(
             bus=bus,
             archive=archive,
@@ -114,6 +123,7 @@ class IngestionWorker:
         abandoned at shutdown after them is simply delivered again.
         """
         report = on_batch or (lambda _: None)
+        self._stop = stop
         consumer = self._bus.consumer([EXPERIENCE_RAW], group=self._group)
         ahead: _Ahead | None = None
         finishing: asyncio.Task[BatchOutcome] | None = None
@@ -140,6 +150,8 @@ class IngestionWorker:
             if finishing is not None:
                 report(await finishing)
                 finishing = None
+        except _Stopping:
+            log.warning("ingestion_stopped_while_retrying")  # uncommitted: delivered again
         finally:
             for task in (finishing, ahead[1] if ahead else None):
                 if task is not None and not task.done():
@@ -239,6 +251,8 @@ class IngestionWorker:
             except CogsubError as exc:
                 if not exc.retryable:
                     raise
+                if self._stop is not None and self._stop.is_set():
+                    raise _Stopping from exc
                 delay = self._retry.delay(attempt)
                 log.warning("ingestion_step_retry", error=str(exc), attempt=attempt, delay_s=delay)
                 attempt += 1
@@ -261,6 +275,6 @@ class IngestionWorker:
         unique = list(dict.fromkeys(texts))
         try:
             vectors = await self._embedder.embed(unique) if unique else []
+            return _Prepared(received, dict(zip(unique, vectors, strict=True)))
         except Exception:  # the batch embeds again, with its own retries and isolation
             return _Prepared(received, {})
-        return _Prepared(received, dict(zip(unique, vectors, strict=True)))

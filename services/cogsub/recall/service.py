@@ -23,10 +23,13 @@ from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
 
+import structlog
+
 from cogsub.archive.ports import ArchiveStore
 from cogsub.bus.ports import EventBus
-from cogsub.core.errors import NotFoundError
-from cogsub.core.events import ArchivedEvent
+from cogsub.core.documents import SUMMARY_LENGTH, IndexDocument
+from cogsub.core.errors import ConflictError, NotFoundError
+from cogsub.core.events import ArchivedEvent, ExperienceEvent, format_timestamp
 from cogsub.core.keys import object_key_for
 from cogsub.core.memory import (
     MemoryHit,
@@ -54,6 +57,8 @@ from cogsub.recall.ranking import (
 )
 from cogsub.recall.retain import ProcedureLineage, event_for, new_memory_id
 from cogsub.telemetry.tracing import headers_with_context, tracer
+
+log = structlog.get_logger("cogsub.recall")
 
 MAX_SESSIONS = 1_000
 MAX_IDS_PER_SESSION = 10_000
@@ -120,12 +125,27 @@ class MemoryService:
         memory_id = request.memory_id or new_memory_id()
         lineage = await self._lineage(bank_id, request.supersedes) if request.supersedes else None
         event = event_for(bank_id, request, memory_id=memory_id, now=self._clock(), lineage=lineage)
-        body = json.dumps(event.to_wire(), ensure_ascii=False, separators=(",", ":")).encode()
+        timed = request.timestamp is not None
+        if request.memory_id is not None:
+            # A client-chosen id already held with other content would be dead-lettered as a
+            # conflict by ingestion: say so now. The same content again is a retry: done.
+            existing = await self._index.get(bank_id, memory_id)
+            if _same_memory(existing, event, timed=timed):
+                assert existing is not None
+                return RetainResult(
+                    memory_id=memory_id,
+                    bank_id=bank_id,
+                    fact_type=existing.fact_type,
+                    object_storage_key=existing.object_storage_key,
+                    recallable=True,
+                    version=_as_int(_as_dict(event.input.structured).get("version")),
+                )
+        body = event.to_wire_json()
         with tracer().start_as_current_span("memory.retain", attributes={"cog.bank.id": bank_id}):
             await self._bus.publish(
                 EXPERIENCE_RAW, body, key=memory_id.encode(), headers=headers_with_context()
             )
-        recallable = await self._wait_recallable(bank_id, memory_id) if request.wait else False
+        recallable = await self._wait_recallable(bank_id, event, timed) if request.wait else False
         return RetainResult(
             memory_id=memory_id,
             bank_id=bank_id,
@@ -142,12 +162,14 @@ class MemoryService:
             raise NotFoundError(f"supersedes: no procedure {supersedes!r} in bank {bank_id!r}")
         return ProcedureLineage(procedure_id=found[0], version=found[1] + 1)
 
-    async def _wait_recallable(self, bank_id: str, memory_id: str) -> bool:
+    async def _wait_recallable(self, bank_id: str, event: ExperienceEvent, timed: bool) -> bool:
+        """True once the index serves this very event; ConflictError if it serves another."""
         deadline = time.monotonic() + self._wait_timeout_s
         delay = 0.005
         while time.monotonic() < deadline:
-            if await self._index.get(bank_id, memory_id) is not None:
-                return True
+            found = await self._index.get(bank_id, event.event_id)
+            if found is not None:
+                return _same_memory(found, event, timed=timed)
             await asyncio.sleep(delay)  # the index has no change feed to await
             delay = min(delay * 2, 0.1)
         return False
@@ -222,14 +244,22 @@ class MemoryService:
             start += len(chunk)
             archived = await asyncio.gather(*(self._archived(s) for s in chunk))
             for item, event in zip(chunk, archived, strict=True):
+                if event is None:
+                    continue
                 hit = _hit(item, event)
                 if len(results) < request.k and budget.admit(hit.tokens):
                     results.append(hit)
         return results, budget.used
 
-    async def _archived(self, item: Scored) -> ArchivedEvent:
+    async def _archived(self, item: Scored) -> ArchivedEvent | None:
         key = item.candidate.document.object_storage_key
-        return ArchivedEvent.model_validate_json(await self._archive.get(key))
+        try:
+            return ArchivedEvent.model_validate_json(await self._archive.get(key))
+        except NotFoundError:
+            # An index row without its archive object (forgotten, or a broken store): skip it
+            # rather than fail the whole recall.
+            log.warning("recall_archive_object_missing", memory_id=item.candidate.document.event_id)
+            return None
 
     async def get_memory(self, bank_id: str, memory_id: str) -> MemoryRecord:
         """One memory of ``bank_id`` with its archived event; NotFoundError otherwise."""
@@ -253,6 +283,24 @@ class MemoryService:
     async def drain(self) -> None:
         """Write pending retrieval feedback (call before closing the index)."""
         await self._feedback.drain()
+
+
+def _same_memory(found: IndexDocument | None, event: ExperienceEvent, *, timed: bool) -> bool:
+    """Whether the index already holds ``event`` (False if absent); ConflictError if another.
+
+    Without an explicit timestamp a retry gets a new one, so only the content is compared.
+    """
+    if found is None:
+        return False
+    same = found.summary == event.input.text[:SUMMARY_LENGTH] and (
+        not timed or found.timestamp == format_timestamp(event.timestamp)
+    )
+    if not same:
+        raise ConflictError(
+            f"memory_id: {event.event_id!r} already holds a different memory; "
+            "retry with the same content and timestamp, or choose another id"
+        )
+    return True
 
 
 def _as_dict(value: object) -> dict[str, object]:

@@ -234,3 +234,21 @@ async def test_a_directory_that_cannot_exist_is_a_configuration_error(data_dir: 
             await bus.ensure_topics([TopicSpec("t", 1)])
     finally:
         await bus.close()
+
+
+async def test_committed_offsets_never_move_backwards(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    from cogsub.bus.sqlite import SqliteEventBus
+    from cogsub.core import TopicSpec
+
+    bus = SqliteEventBus(tmp_path / "bus.sqlite3")
+    await bus.ensure_topics([TopicSpec("t", 1)])
+    for i in range(5):
+        await bus.publish("t", b"%d" % i)
+    consumer = bus.consumer(["t"], group="g")
+    records = await consumer.poll(max_records=5, timeout_s=1)
+    await consumer.commit(records)
+    await consumer.commit(records[:2])  # a late, older commit
+    stats = await bus.topic_stats("t", group="g")
+    assert stats.partitions[0].committed == 5
+    await consumer.close()
+    await bus.close()

@@ -301,3 +301,30 @@ async def test_run_reports_the_last_batch_without_waiting_for_more(harness: Harn
     await asyncio.wait_for(worker.run(stop, on_batch=after_batch), timeout=10)
     assert seen == [5]
     assert (await bus.topic_stats(EXPERIENCE_RAW, group="ingestion")).lag == 0
+
+
+async def test_stop_is_honoured_while_a_backend_stays_down(harness: Harness) -> None:
+    from cogsub.core import UnavailableError
+    from cogsub.ingestion import RetryPolicy
+
+    class DownArchive:
+        def __init__(self, archive):  # type: ignore[no-untyped-def]
+            self._archive = archive
+
+        def __getattr__(self, name: str):  # type: ignore[no-untyped-def]
+            return getattr(self._archive, name)
+
+        async def put_once(self, key: str, body: bytes, **kwargs) -> None:  # type: ignore[no-untyped-def]
+            raise UnavailableError("archive down")
+
+    await harness.publish([event_body(i) for i in range(4)])
+    bus = harness.bus()
+    worker = harness.worker(bus=bus, wrap_archive=DownArchive, retry=RetryPolicy(0.01, 0.05))
+    await worker.prepare()
+    stop = asyncio.Event()
+    running = asyncio.create_task(worker.run(stop))
+    await asyncio.sleep(0.3)  # it is retrying by now
+    stop.set()
+    await asyncio.wait_for(running, timeout=5)  # returns instead of retrying forever
+    assert (await bus.topic_stats(EXPERIENCE_RAW, group="ingestion")).lag == 4  # nothing committed
+    assert await harness.dead_letters() == []
