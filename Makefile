@@ -5,7 +5,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-stamp
 BACKEND ?= embedded
 
-.PHONY: setup run demo test test-fast test-all lint typecheck format bench-ingest bench-recall experiments clean up down
+.PHONY: setup run demo test test-fast test-all lint typecheck format bench-ingest bench-recall bench-adapters experiments clean up down
 
 setup: $(STAMP)
 
@@ -60,3 +60,6 @@ bench-recall: setup
 
 experiments: setup
 	$(BIN)/python -m benchmarks.experiments
+
+bench-adapters: setup
+	$(BIN)/python -m benchmarks.adapters

@@ -39,7 +39,7 @@ from cogsub.bus.ports import (
     Published,
     Record,
     TopicStats,
-    normalize_headers,
+    checked_record,
 )
 from cogsub.core.errors import (
     CogsubError,
@@ -253,12 +253,11 @@ class KafkaEventBus:
         ``delivery_timeout_ms``; the producer may still deliver that record later,
         so a retry can duplicate it (consumers are at-least-once anyway).
         """
-        record_headers = _checked(value, key, normalize_headers(headers))
+        raw_value, raw_key, record_headers = checked_record(value, key, headers)
         await self.require_topics((topic,))
-        raw_key = None if key is None else bytes(key)
         with kafka_errors():
             meta = await asyncio.wait_for(
-                self._deliver(topic, bytes(value), raw_key, record_headers),
+                self._deliver(topic, raw_value, raw_key, list(record_headers)),
                 self.settings.delivery_timeout_ms / 1000,
             )
         return Published(topic=meta.topic, partition=meta.partition, offset=meta.offset)
@@ -478,20 +477,6 @@ class _RevokeListener(ConsumerRebalanceListener):  # type: ignore[misc]
 
     async def on_partitions_assigned(self, assigned: set[TopicPartition]) -> None:
         self._owner._forget_offsets(set(assigned))
-
-
-def _checked(value: object, key: object, headers: Headers) -> list[tuple[str, bytes]]:
-    """Refuse what aiokafka would fail on deep inside its batch builder."""
-    problems = []
-    if not isinstance(value, bytes | bytearray | memoryview):
-        problems.append(FieldProblem("value", "must be bytes"))
-    if key is not None and not isinstance(key, bytes | bytearray | memoryview):
-        problems.append(FieldProblem("key", "must be bytes or None"))
-    if not all(isinstance(n, str) and isinstance(v, bytes | bytearray) for n, v in headers):
-        problems.append(FieldProblem("headers", "names must be str, values bytes"))
-    if problems:
-        raise InvalidInputError(problems)
-    return [(name, bytes(value)) for name, value in headers]
 
 
 def _record(msg: Any) -> Record:

@@ -23,7 +23,7 @@ from cogsub.bus.ports import (
     Published,
     Record,
     TopicStats,
-    normalize_headers,
+    checked_record,
 )
 from cogsub.core.errors import (
     ConfigurationError,
@@ -91,24 +91,16 @@ class MemoryEventBus:
     ) -> Published:
         """Append one record and say where it landed."""
         self._check_open()
-        if not isinstance(value, bytes | bytearray | memoryview):
-            raise InvalidInputError([FieldProblem("value", "must be bytes")])
-        normalized = normalize_headers(headers)
-        for name, header_value in normalized:
-            if not isinstance(name, str) or not isinstance(header_value, bytes):
-                raise InvalidInputError(
-                    [FieldProblem("headers", "names must be str, values bytes")]
-                )
+        value, key, normalized = checked_record(value, key, headers)
         partitions = self._partitions(topic)
         if key is None:
             partition = next(self._round_robin) % len(partitions)
         else:
-            key = bytes(key)
             partition = zlib.crc32(key) % len(partitions)
         log = partitions[partition]
         offset = len(log)
         timestamp_ms = time.time_ns() // 1_000_000
-        log.append(Record(topic, partition, offset, bytes(value), key, normalized, timestamp_ms))
+        log.append(Record(topic, partition, offset, value, key, normalized, timestamp_ms))
         self.state.notify()
         return Published(topic, partition, offset)
 

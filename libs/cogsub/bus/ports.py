@@ -20,6 +20,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
 
+from cogsub.core.errors import FieldProblem, InvalidInputError
 from cogsub.core.topics import TopicSpec
 
 Headers = tuple[tuple[str, bytes], ...]
@@ -125,6 +126,36 @@ class EventBus(Protocol):
     async def close(self) -> None:
         """Release connections; consumers made by this bus must be closed first."""
         ...
+
+
+def _as_bytes(value: object) -> bytes | None:
+    return bytes(value) if isinstance(value, bytes | bytearray | memoryview) else None
+
+
+def checked_record(
+    value: object, key: object, headers: Mapping[str, bytes] | Headers | None
+) -> tuple[bytes, bytes | None, Headers]:
+    """Validate a record to publish and return it as plain bytes; every adapter calls this.
+
+    Raises ``InvalidInputError`` naming each broken part, before anything is sent.
+    """
+    problems = []
+    raw_value = _as_bytes(value)
+    if raw_value is None:
+        problems.append(FieldProblem("value", "must be bytes"))
+    raw_key = None if key is None else _as_bytes(key)
+    if key is not None and raw_key is None:
+        problems.append(FieldProblem("key", "must be bytes or None"))
+    raw_headers: list[tuple[str, bytes]] = []
+    for name, header_value in normalize_headers(headers):
+        raw = _as_bytes(header_value)
+        if not isinstance(name, str) or raw is None:
+            problems.append(FieldProblem("headers", "names must be str, values bytes"))
+            break
+        raw_headers.append((name, raw))
+    if problems or raw_value is None:
+        raise InvalidInputError(problems)
+    return raw_value, raw_key, tuple(raw_headers)
 
 
 def normalize_headers(headers: Mapping[str, bytes] | Headers | None) -> Headers:

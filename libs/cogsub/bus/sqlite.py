@@ -45,7 +45,7 @@ from cogsub.bus.ports import (
     Published,
     Record,
     TopicStats,
-    normalize_headers,
+    checked_record,
 )
 from cogsub.core.errors import (
     CogsubError,
@@ -116,10 +116,8 @@ def _now_ms() -> int:
 def _encode_headers(headers: Headers) -> bytes:
     parts: list[bytes] = []
     for name, value in headers:
-        if not isinstance(name, str) or not isinstance(value, bytes | bytearray | memoryview):
-            raise InvalidInputError([FieldProblem("headers", "names must be str, values bytes")])
         raw_name = name.encode()
-        parts += [_LENGTH.pack(len(raw_name)), raw_name, _LENGTH.pack(len(value)), bytes(value)]
+        parts += [_LENGTH.pack(len(raw_name)), raw_name, _LENGTH.pack(len(value)), value]
     return b"".join(parts)
 
 
@@ -264,17 +262,14 @@ class SqliteEventBus:
     ) -> Published:
         """Append one record; returns after the transaction holding it committed."""
         self._check_open()
-        if not isinstance(value, bytes | bytearray | memoryview):
-            raise InvalidInputError([FieldProblem("value", "must be bytes")])
-        if key is not None and not isinstance(key, bytes | bytearray | memoryview):
-            raise InvalidInputError([FieldProblem("key", "must be bytes or None")])
+        value, key, record_headers = checked_record(value, key, headers)
         future: asyncio.Future[Published] = asyncio.get_running_loop().create_future()
         self._pending.append(
             _Pending(
                 topic=topic,
-                value=bytes(value),
-                key=None if key is None else bytes(key),
-                headers=_encode_headers(normalize_headers(headers)),
+                value=value,
+                key=key,
+                headers=_encode_headers(record_headers),
                 timestamp_ms=_now_ms(),
                 future=future,
             )
