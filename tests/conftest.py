@@ -14,6 +14,7 @@ pytest_plugins = [
     "tests.fixtures.s3",
     "tests.fixtures.opensearch",
     "tests.fixtures.embedding_server",
+    "tests.fixtures.chat_server",
     "tests.fixtures.tracing",
 ]
 

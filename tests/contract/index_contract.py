@@ -627,6 +627,35 @@ class MemoryIndexContract:
 
     # --- update, delete --------------------------------------------------------------------
 
+    async def test_scan_walks_the_bank_in_id_order_with_a_cursor(
+        self, index: MemoryIndex, bank: str
+    ) -> None:
+        names = [f"m{i:02d}" for i in range(7)]
+        await index.upsert(
+            [make_doc(bank, name, dimension=self.dimension) for name in reversed(names)]
+        )
+        await index.upsert([make_doc(f"{bank}x", "m00", dimension=self.dimension)])
+        seen: list[str] = []
+        after: str | None = None
+        while page := await index.scan(SearchFilters(bank_id=bank), size=3, after=after):
+            assert len(page) <= 3
+            seen += [doc.event_id for doc in page]
+            after = page[-1].event_id
+        assert seen == [f"{bank}-{name}" for name in names]
+
+    async def test_scan_applies_the_filters(self, index: MemoryIndex, bank: str) -> None:
+        await self.filter_corpus(index, bank)
+
+        async def scanned(**filters: Any) -> list[str]:
+            docs = await index.scan(SearchFilters(bank_id=bank, **filters), size=50)
+            return [doc.event_id.removeprefix(f"{bank}-") for doc in docs]
+
+        assert await scanned() == sorted(["world", "proc", "pref", "none", "exact", "late"])
+        assert await scanned(fact_types=frozenset({FactType.WORLD})) == ["exact", "world"]
+        assert await scanned(tags_any=frozenset({"blue"})) == ["late", "proc"]
+        assert await scanned(since=BASE_TIME + timedelta(hours=2)) == ["exact", "late", "pref"]
+        assert await scanned(fact_types=frozenset()) == []
+
     async def test_update_changes_only_the_patched_signals(
         self, index: MemoryIndex, bank: str
     ) -> None:

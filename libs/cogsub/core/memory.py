@@ -8,6 +8,7 @@ the archive.
 
 from __future__ import annotations
 
+from enum import StrEnum
 from typing import Annotated
 
 from pydantic import AwareDatetime, BaseModel, ConfigDict, Field
@@ -110,6 +111,9 @@ class ScoreBreakdown(BoundaryModel):
     boost: float | None = Field(
         default=None, description="relevance multiplier from the query's cues (speaker, time)"
     )
+    resolution: str | None = Field(
+        default=None, description="why this memory won over the ones it supersedes"
+    )
 
 
 class MemoryHit(BoundaryModel):
@@ -126,6 +130,10 @@ class MemoryHit(BoundaryModel):
     steps: list[str] | None = None
     rationale: str | None = None
     version: int | None = None
+    proof_count: int | None = None
+    supersedes: list[str] = Field(default_factory=list)
+    superseded_by: str | None = None
+    valid_to: str | None = None
     explain: ScoreBreakdown
 
 
@@ -150,3 +158,40 @@ class MemoryRecord(BoundaryModel):
     importance_score: float
     retrieval_count: int
     archived_event: dict[str, object]
+
+
+def procedure_text(steps: list[str], rationale: str | None) -> str:
+    """The verbatim block stored for a procedure: numbered steps, then why."""
+    lines = [f"{i}. {step}" for i, step in enumerate(steps, start=1)]
+    if rationale:
+        lines.append(f"Rationale: {rationale}")
+    return "\n".join(lines)
+
+
+class ConsolidationReport(BoundaryModel):
+    """What one consolidation round of a bank produced (ids of new memories)."""
+
+    bank_id: str
+    observations: list[str] = Field(default_factory=list)
+    preferences: list[str] = Field(default_factory=list)
+    procedures: list[str] = Field(default_factory=list)
+    superseded: list[str] = Field(default_factory=list)
+    reinforced: int = 0
+    decayed: int = 0
+    scanned: int = 0
+    complete: bool = Field(
+        default=True, description="False when the round stopped at its bounds; the next continues"
+    )
+
+
+class FeedbackSignal(StrEnum):
+    """What an agent did with a recalled memory."""
+
+    RETURNED = "returned"
+    USED = "used"
+    HELPFUL = "helpful"
+
+
+class FeedbackRequest(BoundaryModel):
+    memory_ids: list[SafeId] = Field(min_length=1, max_length=MAX_RECALL_K)
+    signal: FeedbackSignal

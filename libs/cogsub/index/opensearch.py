@@ -312,6 +312,21 @@ class OpenSearchMemoryIndex:
             return True
         raise ConflictError(f"delete of {event_id!r} lost {self._max_update_attempts} races")
 
+    async def scan(
+        self, filters: SearchFilters, *, size: int, after: str | None = None
+    ) -> list[IndexDocument]:
+        """Documents matching ``filters`` sorted by ``event_id``, after the cursor."""
+        queries.check_size(size)
+        if size == 0 or filters.fact_types == frozenset() or filters.tags_any == frozenset():
+            return []
+        body = queries.scan_query(filters, size, after=after)
+        with _translated("scan"):
+            response = await self._client.search(index=self._index, body=body)
+        docs = [_document(raw["_source"], raw.get("_id")) for raw in response["hits"]["hits"]]
+        if any(doc.bank_id != filters.bank_id for doc in docs):
+            raise CogsubError("opensearch returned a document of another bank")
+        return docs
+
     async def count(self, bank_id: str | None = None) -> int:
         """Documents in ``bank_id``, or in every bank."""
         body = queries.count_query(bank_id)

@@ -141,6 +141,15 @@ def filters_clause(filters: SearchFilters) -> list[Body]:
     return clauses
 
 
+def scan_query(filters: SearchFilters, size: int, *, after: str | None) -> Body:
+    """Documents matching ``filters`` in ``event_id`` order after the cursor (no scoring)."""
+    check_size(size)
+    clauses = filters_clause(filters)
+    if after is not None:
+        clauses.append({"range": {"event_id": {"gt": after}}})
+    return {"size": size, "query": {"bool": {"filter": clauses}}, "sort": [{"event_id": "asc"}]}
+
+
 def text_query(
     query: str, filters: SearchFilters, size: int, *, tag_terms: Sequence[str] = ()
 ) -> Body:

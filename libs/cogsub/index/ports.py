@@ -17,6 +17,9 @@ Contract every adapter keeps:
   ``ConfigurationError``, a query vector of the wrong length ``InvalidInputError``.
 - ``update`` changes only the ranking signals named in the patch, atomically
   against concurrent updates, and raises ``NotFoundError`` for a missing doc.
+- ``scan`` lists a bank's documents matching the filters in ``event_id``
+  order, ``size`` at a time after the cursor ``after`` (exclusive), so a
+  background job can walk a large bank in bounded steps.
 - Backends that are down raise ``UnavailableError`` (retryable).
 """
 
@@ -92,6 +95,12 @@ class MemoryIndex(Protocol):
 
     async def delete(self, bank_id: str, event_id: str) -> bool:
         """Remove a document; ``True`` if it existed."""
+        ...
+
+    async def scan(
+        self, filters: SearchFilters, *, size: int, after: str | None = None
+    ) -> list[IndexDocument]:
+        """Up to ``size`` documents matching ``filters`` with ``event_id > after``, in id order."""
         ...
 
     async def count(self, bank_id: str | None = None) -> int:

@@ -613,6 +613,30 @@ class SqliteMemoryIndex:
             ).fetchone()
         return int(total)
 
+    async def scan(
+        self, filters: SearchFilters, *, size: int, after: str | None = None
+    ) -> list[IndexDocument]:
+        """Documents matching ``filters`` in ``event_id`` order, after the cursor."""
+        _check_size(size)
+        if size == 0 or _matches_nothing(filters):
+            return []
+        return await self._run(self._scan, filters, size, after)
+
+    @staticmethod
+    def _scan(
+        conn: sqlite3.Connection, filters: SearchFilters, size: int, after: str | None
+    ) -> list[IndexDocument]:
+        where, params = _filter_sql(filters)
+        if after is not None:
+            where += " AND d.event_id > ?"
+            params.append(after)
+        rows = conn.execute(
+            f"SELECT d.body, d.embedding FROM documents AS d WHERE {where}"  # noqa: S608 - clauses are ours
+            " ORDER BY d.event_id LIMIT ?",
+            (*params, size),
+        ).fetchall()
+        return [_document(body, blob) for body, blob in rows]
+
     async def close(self) -> None:
         """Close the database and stop the worker thread (idempotent)."""
         if self._closed:

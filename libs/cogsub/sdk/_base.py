@@ -17,11 +17,13 @@ from typing import Any, Generic, Literal, TypeVar
 from urllib.parse import quote
 
 import httpx
-from pydantic import BaseModel, TypeAdapter, ValidationError
+from pydantic import BaseModel, ConfigDict, TypeAdapter, ValidationError
 
 from cogsub.core.errors import FieldProblem, InvalidInputError
 from cogsub.core.events import FactType, SafeId
 from cogsub.core.memory import (
+    ConsolidationReport,
+    FeedbackRequest,
     MemoryRecord,
     RecallRequest,
     RecallResponse,
@@ -47,6 +49,15 @@ _TEXT_BLOCK_ROUTES: Mapping[str, tuple[str, str]] = {
     "correction": ("POST", "corrections"),
     "profile": ("PUT", "profile"),
 }
+
+
+class FeedbackResult(BaseModel):
+    """How many memories a feedback call updated."""
+
+    model_config = ConfigDict(extra="ignore", frozen=True)
+
+    bank_id: str
+    updated: int
 
 
 @dataclass(frozen=True)
@@ -245,6 +256,15 @@ class _BaseClient:
             },
         )
         return Call("POST", path, _wire(request), RecallResponse)
+
+    def _consolidate_call(self, bank_id: str) -> Call[ConsolidationReport]:
+        return Call("POST", _bank_path(bank_id, "consolidate"), None, ConsolidationReport)
+
+    def _feedback_call(
+        self, bank_id: str, memory_ids: Sequence[str], signal: str
+    ) -> Call[FeedbackResult]:
+        request = _validated(FeedbackRequest, {"memory_ids": list(memory_ids), "signal": signal})
+        return Call("POST", _bank_path(bank_id, "feedback"), _wire(request), FeedbackResult)
 
     def _get_memory_call(self, bank_id: str, memory_id: str) -> Call[MemoryRecord]:
         path = _bank_path(bank_id, "memories", _segment("memory_id", memory_id))

@@ -16,12 +16,13 @@ import httpx
 from pydantic import BaseModel
 
 from cogsub.core.events import FactType
-from cogsub.core.memory import MemoryRecord, RecallResponse, RetainResult
+from cogsub.core.memory import ConsolidationReport, MemoryRecord, RecallResponse, RetainResult
 from cogsub.sdk._base import DEFAULT_TIMEOUT_S, Call, ContextArg, TimeArg, _BaseClient
 from cogsub.sdk._errors import mapped_transport_errors
 
 M = TypeVar("M", bound=BaseModel)
 EmbedderKind = Literal["minilm", "hash"]
+FeedbackSignalArg = Literal["returned", "used", "helpful"]
 EMBEDDED_URL = "http://embedded.cogsub"
 
 
@@ -230,6 +231,19 @@ class MemoryClient(_BaseClient):
         """One memory with its archived event; NotFoundError if the bank has no such memory."""
         return self._send(self._get_memory_call(bank_id, memory_id))
 
+    def consolidate(self, bank_id: str) -> ConsolidationReport:
+        """Run one consolidation round of the bank now; returns the ids it produced.
+
+        Idempotent: a second call over the same memories produces nothing new.
+        """
+        return self._send(self._consolidate_call(bank_id))
+
+    def feedback(
+        self, bank_id: str, memory_ids: Sequence[str], signal: FeedbackSignalArg = "used"
+    ) -> int:
+        """Reinforce recalled memories (returned / used / helpful); returns how many."""
+        return self._send(self._feedback_call(bank_id, memory_ids, signal)).updated
+
     def close(self) -> None:
         """Close connections (and stop the embedded stack, if this client runs one)."""
         self._http.close()
@@ -414,6 +428,16 @@ class AsyncMemoryClient(_BaseClient):
     async def get_memory(self, bank_id: str, memory_id: str) -> MemoryRecord:
         """One memory with its archived event; NotFoundError if the bank has no such memory."""
         return await self._send(self._get_memory_call(bank_id, memory_id))
+
+    async def consolidate(self, bank_id: str) -> ConsolidationReport:
+        """Run one consolidation round of the bank now; returns the ids it produced."""
+        return await self._send(self._consolidate_call(bank_id))
+
+    async def feedback(
+        self, bank_id: str, memory_ids: Sequence[str], signal: FeedbackSignalArg = "used"
+    ) -> int:
+        """Reinforce recalled memories (returned / used / helpful); returns how many."""
+        return (await self._send(self._feedback_call(bank_id, memory_ids, signal))).updated
 
     async def aclose(self) -> None:
         """Close connections (and stop the embedded stack, if this client runs one)."""

@@ -16,11 +16,13 @@ from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 
 from cogsub.api.auth import ApiKeys, authorize
 from cogsub.api.limits import ApiLimits
+from cogsub.core.memory import ConsolidationReport
 from cogsub.recall import MemoryService
 
 STATE_ATTRIBUTE = "cogsub"
 
 Readiness = Callable[[], Awaitable[object]]
+Consolidate = Callable[[str], Awaitable[ConsolidationReport]]
 
 
 @dataclass(frozen=True)
@@ -31,6 +33,7 @@ class ApiState:
     keys: ApiKeys | None
     limits: ApiLimits
     readiness: Readiness | None
+    consolidate: Consolidate | None = None
 
 
 def api_state(request: Request) -> ApiState:

@@ -19,9 +19,15 @@ from cogsub.api.deps import Bank, Service
 from cogsub.api.errors import BANK_ERRORS, ErrorBody
 from cogsub.core.errors import FieldProblem, InvalidInputError
 from cogsub.core.events import MAX_TAGS, MAX_TEXT_LENGTH, FactType, SafeId, ShortText, Tag
-from cogsub.core.memory import MAX_STEPS, MemoryRecord, RetainContext, RetainRequest, RetainResult
+from cogsub.core.memory import (
+    MAX_STEPS,
+    MemoryRecord,
+    RetainContext,
+    RetainRequest,
+    RetainResult,
+    procedure_text,
+)
 from cogsub.recall import MemoryService
-from cogsub.recall.retain import procedure_text
 
 Step = Annotated[str, Field(min_length=1, max_length=2_000)]
 

@@ -25,7 +25,7 @@ from cogsub.core import CogsubError
 from cogsub.runtime import Settings
 from cogsub.telemetry import configure_logging, configure_tracing
 
-PLUGIN_MODULES = ("cogsub.cli.eval", "cogsub.cli.replay")
+PLUGIN_MODULES = ("cogsub.cli.eval", "cogsub.cli.replay", "cogsub.cli.consolidate")
 Handler = Callable[[argparse.Namespace, Settings, Console], int]
 
 

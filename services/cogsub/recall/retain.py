@@ -71,14 +71,6 @@ def event_for(
     return validate_event(wire)
 
 
-def procedure_text(steps: list[str], rationale: str | None) -> str:
-    """The verbatim block stored for a procedure: numbered steps, then why."""
-    lines = [f"{i}. {step}" for i, step in enumerate(steps, start=1)]
-    if rationale:
-        lines.append(f"Rationale: {rationale}")
-    return "\n".join(lines)
-
-
 def _camel(name: str) -> str:
     head, *rest = name.split("_")
     return head + "".join(part.title() for part in rest)

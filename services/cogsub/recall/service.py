@@ -27,11 +27,24 @@ import structlog
 
 from cogsub.archive.ports import ArchiveStore
 from cogsub.bus.ports import EventBus
+from cogsub.core.derived import (
+    PROOF_TAG,
+    SUPERSEDED_BY_TAG,
+    SUPERSEDES_TAG,
+    VALID_TO_TAG,
+    is_superseded,
+    proof_count,
+    supersession_key,
+    tag_value,
+    tag_values,
+)
 from cogsub.core.documents import SUMMARY_LENGTH, IndexDocument
 from cogsub.core.errors import ConflictError, NotFoundError
 from cogsub.core.events import ArchivedEvent, ExperienceEvent, format_timestamp
 from cogsub.core.keys import object_key_for
 from cogsub.core.memory import (
+    FeedbackRequest,
+    FeedbackSignal,
     MemoryHit,
     MemoryRecord,
     RecallRequest,
@@ -41,7 +54,7 @@ from cogsub.core.memory import (
 )
 from cogsub.core.topics import EXPERIENCE_RAW
 from cogsub.embeddings.ports import Embedder
-from cogsub.index.ports import MemoryIndex, SearchFilters
+from cogsub.index.ports import DocumentPatch, MemoryIndex, SearchFilters
 from cogsub.recall.feedback import RetrievalFeedback
 from cogsub.recall.query import analyse_query
 from cogsub.recall.ranking import (
@@ -61,6 +74,7 @@ from cogsub.telemetry.tracing import headers_with_context, tracer
 log = structlog.get_logger("cogsub.recall")
 
 MAX_SESSIONS = 1_000
+FEEDBACK_WEIGHTS = {FeedbackSignal.RETURNED: 1, FeedbackSignal.USED: 2, FeedbackSignal.HELPFUL: 3}
 MAX_IDS_PER_SESSION = 10_000
 
 
@@ -206,8 +220,9 @@ class MemoryService:
             prefer_observations=request.prefer_observations,
         )
         if not request.all_versions:
+            ranked = [s for s in ranked if not is_superseded(s.candidate.document)]
             ranked = newest_versions(ranked, await self._newest(bank_id, ranked, vector))
-        results, used = await self._fill(ranked, request)
+        results, used = await self._fill(bank_id, ranked, request)
         self._novelty.shown(bank_id, request.session_id, [r.id for r in results])
         if request.reinforce:
             self._feedback.returned(bank_id, [r.id for r in results])
@@ -234,7 +249,7 @@ class MemoryService:
         return newest
 
     async def _fill(
-        self, ranked: Sequence[Scored], request: RecallRequest
+        self, bank_id: str, ranked: Sequence[Scored], request: RecallRequest
     ) -> tuple[list[MemoryHit], int]:
         budget = Budget(request.max_tokens)
         results: list[MemoryHit] = []
@@ -246,10 +261,26 @@ class MemoryService:
             for item, event in zip(chunk, archived, strict=True):
                 if event is None:
                     continue
-                hit = _hit(item, event)
+                hit = await self._explained(bank_id, _hit(item, event))
                 if len(results) < request.k and budget.admit(hit.tokens):
                     results.append(hit)
         return results, budget.used
+
+    async def _explained(self, bank_id: str, hit: MemoryHit) -> MemoryHit:
+        """A winner of a conflict says why, from the archived supersession records."""
+        if not hit.supersedes:
+            return hit
+        rules = []
+        for loser in hit.supersedes[:5]:
+            try:
+                record = json.loads(await self._archive.get(supersession_key(bank_id, loser)))
+            except NotFoundError:
+                continue
+            rules.append(f"supersedes {loser}: {record.get('rule')}")
+        if not rules:
+            return hit
+        explain = hit.explain.model_copy(update={"resolution": "; ".join(rules)})
+        return hit.model_copy(update={"explain": explain})
 
     async def _archived(self, item: Scored) -> ArchivedEvent | None:
         key = item.candidate.document.object_storage_key
@@ -279,6 +310,22 @@ class MemoryService:
             retrieval_count=doc.retrieval_count,
             archived_event=archived,
         )
+
+    async def feedback(self, bank_id: str, request: FeedbackRequest) -> int:
+        """Apply what the agent did with recalled memories; returns how many were updated.
+
+        ``returned`` counts one retrieval; ``used`` counts two and ``helpful`` three, and
+        both restore the memory's decay factor to 1 (it earned its place back).
+
+        Raises:
+            NotFoundError: a memory id that is not in the bank (the ones before it count).
+        """
+        weight = FEEDBACK_WEIGHTS[request.signal]
+        refresh = None if request.signal is FeedbackSignal.RETURNED else 1.0
+        patch = DocumentPatch(retrieval_count_increment=weight, decay_factor=refresh)
+        for memory_id in dict.fromkeys(request.memory_ids):
+            await self._index.update(bank_id, memory_id, patch)
+        return len(set(request.memory_ids))
 
     async def drain(self) -> None:
         """Write pending retrieval feedback (call before closing the index)."""
@@ -328,6 +375,10 @@ def _hit(item: Scored, event: ArchivedEvent) -> MemoryHit:
         steps=[str(s) for s in steps] if isinstance(steps, list) else None,
         rationale=rationale if isinstance(rationale, str) else None,
         version=_as_int(version),
+        proof_count=proof_count(doc) if tag_value(doc.tags, PROOF_TAG) else None,
+        supersedes=tag_values(doc.tags, SUPERSEDES_TAG),
+        superseded_by=tag_value(doc.tags, SUPERSEDED_BY_TAG),
+        valid_to=tag_value(doc.tags, VALID_TO_TAG),
         explain=item.breakdown,
     )
 

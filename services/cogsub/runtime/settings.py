@@ -59,6 +59,25 @@ class IngestionSettings(BaseModel):
 LOOPBACK_HOSTS = frozenset({"127.0.0.1", "::1", "localhost"})
 
 
+class ConsolidationSettings(BaseModel):
+    """Extraction and consolidation rounds (Stage 3) and decay (Stage 9)."""
+
+    extractor: Literal["offline", "llm", "none"] = "offline"
+    llm_base_url: str = "http://127.0.0.1:8080/v1"
+    llm_model: str = "gpt-4o-mini"
+    llm_api_key: SecretStr | None = Field(default=None, repr=False)
+    llm_timeout_s: float = Field(default=30.0, gt=0, le=600)
+    group: str = "consolidation"
+    schedule_s: float = Field(default=300.0, gt=0, description="seconds between scheduled rounds")
+    max_scan: int = Field(default=2_000, ge=1, le=100_000)
+    max_outputs: int = Field(default=200, ge=1, le=10_000)
+    cluster_threshold: float = Field(default=0.5, gt=0, le=1)
+    topic_threshold: float = Field(default=0.4, gt=0, le=1)
+    decay_rate: float = Field(default=0.9, gt=0, le=1)
+    decay_floor: float = Field(default=0.05, ge=0, lt=1)
+    epoch_hours: float = Field(default=24.0, gt=0)
+
+
 class ApiSettings(BaseModel):
     """The HTTP API: where it listens, who may call it, and how big a request may be.
 
@@ -110,6 +129,7 @@ class Settings(BaseSettings):
     s3: S3Settings = Field(default_factory=S3Settings)
     opensearch: OpenSearchSettings = Field(default_factory=OpenSearchSettings)
     ingestion: IngestionSettings = Field(default_factory=IngestionSettings)
+    consolidation: ConsolidationSettings = Field(default_factory=ConsolidationSettings)
     api: ApiSettings = Field(default_factory=ApiSettings)
 
     @property

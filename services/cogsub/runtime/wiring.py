@@ -10,6 +10,7 @@ import asyncio
 import contextlib
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
+from datetime import timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING, Literal
 
@@ -20,6 +21,7 @@ from cogsub.embeddings.ports import Embedder
 from cogsub.index.ports import MemoryIndex
 from cogsub.runtime.settings import (
     ApiSettings,
+    ConsolidationSettings,
     EmbedderSettings,
     IngestionSettings,
     Settings,
@@ -29,6 +31,9 @@ if TYPE_CHECKING:  # the API, worker and service load only in the processes that
     from fastapi import FastAPI
 
     from cogsub.api.auth import ApiKeys
+    from cogsub.consolidation import ConsolidationRound, ConsolidationWorker
+    from cogsub.core.memory import ConsolidationReport
+    from cogsub.extraction.ports import FactExtractor
     from cogsub.ingestion import BatchOutcome, IngestionWorker
     from cogsub.recall import MemoryService
 
@@ -224,7 +229,100 @@ def build_worker(stack: Stack) -> IngestionWorker:
     )
 
 
-def build_app(stack: Stack, service: MemoryService, keys: ApiKeys | None) -> FastAPI:
+def build_extractor(settings: ConsolidationSettings) -> FactExtractor | None:
+    """The fact extractor the settings name (None: extraction off)."""
+    if settings.extractor == "none":
+        return None
+    if settings.extractor == "offline":
+        from cogsub.extraction.offline import OfflineExtractor
+
+        return OfflineExtractor()
+    from cogsub.extraction.llm import LLMExtractor
+
+    key = settings.llm_api_key.get_secret_value() if settings.llm_api_key else None
+    return LLMExtractor(
+        base_url=settings.llm_base_url,
+        model=settings.llm_model,
+        api_key=key,
+        timeout_s=settings.llm_timeout_s,
+    )
+
+
+@dataclass
+class Consolidation:
+    """The consolidation round and worker over a stack (the extractor is theirs to close)."""
+
+    rounds: ConsolidationRound
+    worker: ConsolidationWorker
+    extractor: FactExtractor | None
+
+    async def run_round(self, bank_id: str) -> ConsolidationReport:
+        await self.worker.prepare()
+        return await self.rounds.run(bank_id)
+
+    async def aclose(self) -> None:
+        if self.extractor is not None:
+            await self.extractor.close()
+
+
+def build_consolidation(stack: Stack) -> Consolidation:
+    """Extraction, rounds and the worker over ``stack``, tuned by its settings."""
+    from cogsub.consolidation import (
+        ConsolidationPolicy,
+        ConsolidationRound,
+        ConsolidationWorker,
+        DerivedWriter,
+        FactStage,
+    )
+
+    tuning = stack.settings.consolidation
+    semantic = stack.settings.embedder.kind != "hash"  # hash vectors carry no meaning
+    policy = ConsolidationPolicy(
+        max_scan=tuning.max_scan,
+        max_outputs=tuning.max_outputs,
+        cluster_threshold=tuning.cluster_threshold,
+        topic_threshold=tuning.topic_threshold,
+        semantic=semantic,
+        decay_rate=tuning.decay_rate,
+        decay_floor=tuning.decay_floor,
+        epoch=timedelta(hours=tuning.epoch_hours),
+    )
+    writer = DerivedWriter(
+        bus=stack.bus, archive=stack.archive, index=stack.index, embedder=stack.embedder
+    )
+    rounds = ConsolidationRound(
+        archive=stack.archive, index=stack.index, writer=writer, policy=policy
+    )
+    extractor = build_extractor(tuning)
+    facts = (
+        FactStage(
+            archive=stack.archive,
+            index=stack.index,
+            embedder=stack.embedder,
+            extractor=extractor,
+            writer=writer,
+            semantic=semantic,
+        )
+        if extractor is not None
+        else None
+    )
+    worker = ConsolidationWorker(
+        bus=stack.bus,
+        rounds=rounds,
+        facts=facts,
+        group=tuning.group,
+        schedule_s=tuning.schedule_s,
+        poll_timeout_s=stack.settings.ingestion.poll_timeout_s,
+    )
+    return Consolidation(rounds=rounds, worker=worker, extractor=extractor)
+
+
+def build_app(
+    stack: Stack,
+    service: MemoryService,
+    keys: ApiKeys | None,
+    consolidation: Consolidation | None = None,
+) -> FastAPI:
     """The HTTP API over ``service``, with ``keys``, limits and a readiness probe of the index."""
     from cogsub.api import ApiLimits, create_app
 
@@ -236,6 +334,7 @@ def build_app(stack: Stack, service: MemoryService, keys: ApiKeys | None) -> Fas
         auth=keys,
         limits=ApiLimits(max_body_bytes=stack.settings.api.max_body_bytes),
         readiness=index_answers,
+        consolidate=consolidation.run_round if consolidation is not None else None,
     )
 
 
@@ -248,14 +347,15 @@ class RunningApi:
     app: FastAPI
     keys: ApiKeys | None
     worker: asyncio.Task[None] | None
+    consolidation: asyncio.Task[None] | None = None
 
     def raise_if_worker_failed(self) -> None:
-        """Re-raise what stopped the worker, if it stopped by failing."""
-        task = self.worker
-        if task is not None and task.done() and not task.cancelled():
-            error = task.exception()
-            if error is not None:
-                raise error
+        """Re-raise what stopped a worker, if one stopped by failing."""
+        for task in (self.worker, self.consolidation):
+            if task is not None and task.done() and not task.cancelled():
+                error = task.exception()
+                if error is not None:
+                    raise error
 
 
 @contextlib.asynccontextmanager
@@ -278,24 +378,32 @@ async def running_api(
     stack = open_stack(settings, embedder=embedder)
     stop = asyncio.Event()
     worker_task: asyncio.Task[None] | None = None
+    consolidation_task: asyncio.Task[None] | None = None
     service: MemoryService | None = None
+    consolidation: Consolidation | None = None
     try:
         await stack.prepare()
         worker = build_worker(stack)
         await worker.prepare()  # topics and index exist before the first retain or recall
+        consolidation = build_consolidation(stack)
+        await consolidation.worker.prepare()
         if with_worker:
             worker_task = asyncio.create_task(worker.run(stop, on_batch=on_batch))
+            consolidation_task = asyncio.create_task(consolidation.worker.run(stop))
         service = MemoryService(
             bus=stack.bus, archive=stack.archive, index=stack.index, embedder=stack.embedder
         )
-        app = build_app(stack, service, keys)
-        yield RunningApi(stack, service, app, keys, worker_task)
+        app = build_app(stack, service, keys, consolidation)
+        yield RunningApi(stack, service, app, keys, worker_task, consolidation_task)
     finally:
         stop.set()
         try:
-            if worker_task is not None:
-                await worker_task
+            for task in (worker_task, consolidation_task):
+                if task is not None:
+                    await task
         finally:
             if service is not None:
                 await service.drain()
+            if consolidation is not None:
+                await consolidation.aclose()
             await stack.aclose()

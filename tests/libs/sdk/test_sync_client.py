@@ -154,3 +154,31 @@ def test_a_closed_sync_embedded_client_can_be_closed_again(tmp_path: Path):
     client = MemoryClient.embedded(tmp_path / "data", embedder="hash")
     client.close()
     client.close()
+
+
+async def test_consolidate_and_feedback_over_http_and_embedded(tmp_path: Path, unique_name: str):
+    def flow(cm: MemoryClient, bank: str) -> None:
+        said = cm.retain_correction(bank, "No — drain the pod before restart.", wait=True)
+        report = cm.consolidate(bank)
+        assert report.bank_id == bank and len(report.preferences) == 1
+        assert cm.consolidate(bank).preferences == []  # idempotent
+        (hit,) = cm.recall(bank, "restart the pod", types=["preference"]).results
+        assert hit.text == "Drain the pod before restart."
+        assert cm.feedback(bank, [hit.id, said.memory_id], "helpful") == 2
+        assert cm.get_memory(bank, hit.id).retrieval_count >= 3
+        with pytest.raises(NotFoundError):
+            cm.feedback(bank, ["no-such-memory"], "used")
+
+    async with live_server(tmp_path / "http", banks=[unique_name]) as url:
+
+        def remote() -> None:
+            with MemoryClient(url, api_key=KEY, timeout=20) as cm:
+                flow(cm, unique_name)
+
+        await asyncio.to_thread(remote)
+
+    def embedded() -> None:
+        with MemoryClient.embedded(tmp_path / "embedded", embedder="hash") as cm:
+            flow(cm, f"{unique_name}-local")
+
+    await asyncio.to_thread(embedded)

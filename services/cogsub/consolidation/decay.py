@@ -1,0 +1,30 @@
+"""Decay per epoch: memories nobody uses lose priority, never their archive (pure).
+
+Every epoch multiplies a memory's ``decay_factor`` by ``rate``, down to
+``floor``; using a memory (feedback ``used`` / ``helpful``) restores it to 1.
+Ranking reads priority as ``importance_score × decay_factor``, so an unused
+memory sinks but stays recallable, and the archive object is never touched.
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+
+EPOCH_ORIGIN = datetime(2020, 1, 1, tzinfo=UTC)
+
+
+def epoch_of(moment: datetime, length: timedelta) -> int:
+    """The epoch number ``moment`` falls in (epochs of ``length`` from 2020-01-01 UTC)."""
+    return int((moment - EPOCH_ORIGIN) / length)
+
+
+def decayed(factor: float, *, rate: float, floor: float, epochs: int = 1) -> float:
+    """``factor`` after ``epochs`` epochs without use."""
+    return max(floor, min(1.0, factor) * rate**epochs) if factor > floor else factor
+
+
+def replay_order(
+    decay_factor: float, importance_score: float, memory_id: str
+) -> tuple[float, float, str]:
+    """Sort key for replay: the most alive first, then the most important (then id, stable)."""
+    return (-decay_factor, -importance_score, memory_id)

@@ -1,0 +1,160 @@
+"""The consolidation worker: extraction on ``experience.enriched``, rounds on request and schedule.
+
+One consumer group reads both topics. An enriched announcement is extracted
+into facts; a ``consolidation.request`` (``{"bankId": ...}``) runs a round of
+that bank; every ``schedule_s`` the banks that received facts since the last
+scheduled round get one too. Offsets are committed after the effects. Output
+an extractor rejects, and requests that are not JSON with a bank, go to
+``consolidation.dlq`` with the original bytes and why — they never stop a
+partition. A backend that is down is retried with backoff, never skipped.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import time
+from collections.abc import Callable
+
+import structlog
+from pydantic import TypeAdapter, ValidationError
+
+from cogsub.bus.ports import EventBus, Record
+from cogsub.consolidation.facts import FactStage
+from cogsub.consolidation.round import ConsolidationRound
+from cogsub.core.errors import CogsubError, FieldProblem, InvalidInputError, NotFoundError
+from cogsub.core.events import SafeId
+from cogsub.core.memory import ConsolidationReport
+from cogsub.core.topics import (
+    CONSOLIDATION_DLQ,
+    CONSOLIDATION_REQUEST,
+    CONSOLIDATION_TOPICS,
+    EXPERIENCE_ENRICHED,
+    STAGE1_TOPICS,
+)
+from cogsub.extraction.ports import ExtractionRejected
+
+log = structlog.get_logger("cogsub.consolidation")
+
+MAX_BACKOFF_S = 5.0
+DLQ_KIND_HEADER = "cogsub-dlq-kind"
+DLQ_REASON_HEADER = "cogsub-dlq-reason"
+DLQ_SOURCE_HEADER = "cogsub-dlq-source"
+
+
+def request_payload(bank_id: str) -> bytes:
+    """The ``consolidation.request`` body asking for a round of ``bank_id``."""
+    return json.dumps({"bankId": bank_id}).encode()
+
+
+def requested_bank(value: bytes) -> str:
+    """The bank a request names; ``InvalidInputError`` naming the field otherwise."""
+    try:
+        body = json.loads(value)
+        bank = body["bankId"] if isinstance(body, dict) else None
+        return TypeAdapter(SafeId).validate_python(bank)
+    except (ValueError, KeyError, ValidationError) as exc:
+        raise InvalidInputError(
+            [FieldProblem("bankId", "a consolidation request needs a valid bank id")]
+        ) from exc
+
+
+class ConsolidationWorker:
+    """Consumes enriched events and round requests for every bank."""
+
+    def __init__(
+        self,
+        *,
+        bus: EventBus,
+        rounds: ConsolidationRound,
+        facts: FactStage | None,
+        group: str = "consolidation",
+        schedule_s: float = 300.0,
+        poll_timeout_s: float = 0.5,
+        batch_size: int = 64,
+        on_round: Callable[[ConsolidationReport], None] | None = None,
+    ) -> None:
+        self._bus = bus
+        self._rounds = rounds
+        self._facts = facts
+        self._group = group
+        self._schedule_s = schedule_s
+        self._poll_timeout_s = poll_timeout_s
+        self._batch_size = batch_size
+        self._on_round = on_round
+        self._pending_banks: set[str] = set()
+
+    async def prepare(self) -> None:
+        await self._bus.ensure_topics([*STAGE1_TOPICS, *CONSOLIDATION_TOPICS])
+
+    async def run(self, stop: asyncio.Event) -> None:
+        """Work until ``stop`` is set; what was polled is finished and committed first."""
+        await self.prepare()
+        consumer = self._bus.consumer(
+            [EXPERIENCE_ENRICHED, CONSOLIDATION_REQUEST], group=self._group
+        )
+        next_round = time.monotonic() + self._schedule_s
+        try:
+            while not stop.is_set():
+                records = await consumer.poll(
+                    max_records=self._batch_size, timeout_s=self._poll_timeout_s
+                )
+                for record in records:
+                    await self._until_done(record, stop)
+                if records:
+                    await consumer.commit(records)
+                if time.monotonic() >= next_round:
+                    await self.scheduled_round()
+                    next_round = time.monotonic() + self._schedule_s
+        finally:
+            await consumer.close()
+
+    async def scheduled_round(self) -> list[ConsolidationReport]:
+        """A round for each bank that received facts since the last scheduled round."""
+        banks, self._pending_banks = sorted(self._pending_banks), set()
+        return [await self._round(bank) for bank in banks]
+
+    async def _until_done(self, record: Record, stop: asyncio.Event) -> None:
+        delay = 0.1
+        while True:
+            try:
+                await self._handle(record)
+                return
+            except CogsubError as exc:
+                if not exc.retryable or stop.is_set():
+                    raise
+                log.warning("consolidation_retrying", topic=record.topic, error=str(exc))
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(stop.wait(), timeout=delay)
+                delay = min(delay * 2, MAX_BACKOFF_S)
+
+    async def _handle(self, record: Record) -> None:
+        try:
+            if record.topic == CONSOLIDATION_REQUEST:
+                await self._round(requested_bank(record.value))
+            elif self._facts is not None:
+                outcome = await self._facts.handle(record.value)
+                if outcome.bank_id and (outcome.created or outcome.merged):
+                    self._pending_banks.add(outcome.bank_id)
+        except ExtractionRejected as exc:
+            await self._dead_letter(record, "extraction_rejected", exc.rule)
+        except (InvalidInputError, NotFoundError) as exc:
+            await self._dead_letter(record, "invalid", str(exc))
+
+    async def _round(self, bank_id: str) -> ConsolidationReport:
+        report = await self._rounds.run(bank_id)
+        if self._on_round is not None:
+            self._on_round(report)
+        return report
+
+    async def _dead_letter(self, record: Record, kind: str, reason: str) -> None:
+        log.warning("consolidation_dead_letter", topic=record.topic, kind=kind, reason=reason)
+        source = f"{record.topic}/{record.partition}/{record.offset}"
+        headers = (
+            *record.headers,
+            (DLQ_KIND_HEADER, kind.encode()),
+            (DLQ_REASON_HEADER, reason.encode()[:1000]),
+            (DLQ_SOURCE_HEADER, source.encode()),
+        )
+        await self._bus.publish(CONSOLIDATION_DLQ, record.value, key=record.key, headers=headers)

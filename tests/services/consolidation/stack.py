@@ -1,0 +1,91 @@
+"""An embedded stack with a live ingestion worker and the consolidation parts, for tests."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import AsyncIterator, Callable
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+
+from cogsub.archive.filesystem import FilesystemArchive
+from cogsub.archive.ports import ArchiveStore
+from cogsub.bus.sqlite import SqliteEventBus
+from cogsub.consolidation import ConsolidationPolicy, ConsolidationRound, DerivedWriter, FactStage
+from cogsub.core.topics import CONSOLIDATION_TOPICS
+from cogsub.embeddings.hash import HashEmbedder
+from cogsub.extraction.offline import OfflineExtractor
+from cogsub.extraction.ports import FactExtractor
+from cogsub.index.ports import MemoryIndex
+from cogsub.index.sqlite import SqliteMemoryIndex
+from cogsub.ingestion import IngestionWorker
+from cogsub.recall import MemoryService
+
+NOW = datetime(2026, 5, 20, 12, 0, tzinfo=UTC)
+
+
+@dataclass
+class ConsolidationStack:
+    service: MemoryService
+    index: SqliteMemoryIndex
+    archive: FilesystemArchive
+    bus: SqliteEventBus
+    embedder: HashEmbedder
+    writer: DerivedWriter
+    rounds: ConsolidationRound
+    facts: FactStage
+
+    def round_over(self, index: MemoryIndex, archive: ArchiveStore) -> ConsolidationRound:
+        """A round whose writes go through ``index`` and ``archive`` (fault-injecting wrappers)."""
+        writer = DerivedWriter(bus=self.bus, archive=archive, index=index, embedder=self.embedder)
+        return ConsolidationRound(
+            archive=archive,
+            index=index,
+            writer=writer,
+            policy=self.rounds.policy,
+            clock=lambda: NOW,
+        )
+
+
+@contextlib.asynccontextmanager
+async def consolidation_stack(
+    root: Path,
+    *,
+    extractor: FactExtractor | None = None,
+    policy: ConsolidationPolicy | None = None,
+    clock: Callable[[], datetime] = lambda: NOW,
+) -> AsyncIterator[ConsolidationStack]:
+    bus = SqliteEventBus(root / "bus.sqlite3")
+    archive = FilesystemArchive(root / "archive")
+    index = SqliteMemoryIndex(root / "index.sqlite3")
+    embedder = HashEmbedder()
+    worker = IngestionWorker(
+        bus=bus, archive=archive, index=index, embedder=embedder, poll_timeout_s=0.02
+    )
+    await worker.prepare()
+    await bus.ensure_topics(CONSOLIDATION_TOPICS)
+    stop = asyncio.Event()
+    running = asyncio.create_task(worker.run(stop))
+    service = MemoryService(bus=bus, archive=archive, index=index, embedder=embedder, clock=clock)
+    writer = DerivedWriter(bus=bus, archive=archive, index=index, embedder=embedder)
+    rounds = ConsolidationRound(
+        archive=archive, index=index, writer=writer, policy=policy, clock=clock
+    )
+    facts = FactStage(
+        archive=archive,
+        index=index,
+        embedder=embedder,
+        extractor=extractor or OfflineExtractor(),
+        writer=writer,
+        semantic=False,
+    )
+    try:
+        yield ConsolidationStack(service, index, archive, bus, embedder, writer, rounds, facts)
+    finally:
+        stop.set()
+        await running
+        await service.drain()
+        await index.close()
+        await archive.close()
+        await bus.close()

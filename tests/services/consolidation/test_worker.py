@@ -1,0 +1,151 @@
+"""The consolidation worker over the bus: extraction with a real LLM endpoint, rounds, DLQ."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+from collections.abc import AsyncIterator, Awaitable, Callable
+from datetime import UTC, datetime
+from pathlib import Path
+
+from cogsub.bus.ports import Record
+from cogsub.consolidation import ConsolidationWorker, FactStage, request_payload
+from cogsub.core.events import FactType
+from cogsub.core.memory import ConsolidationReport, RetainRequest
+from cogsub.core.topics import CONSOLIDATION_DLQ, CONSOLIDATION_REQUEST
+from cogsub.extraction.llm import LLMExtractor
+from tests.fixtures.chat_server import ChatServer
+from tests.services.consolidation.stack import ConsolidationStack, consolidation_stack
+
+BANK = "worker-bank"
+MAY_8 = datetime(2023, 5, 8, 13, 56, tzinfo=UTC)
+FACT = {
+    "text": "Caroline went to a support group on 7 May 2023.",
+    "fact_type": "world",
+    "occurred_on": "2023-05-07",
+    "entities": ["Caroline"],
+}
+
+
+@contextlib.asynccontextmanager
+async def running_worker(
+    stack: ConsolidationStack, chat: ChatServer, reports: list[ConsolidationReport]
+) -> AsyncIterator[ConsolidationWorker]:
+    extractor = LLMExtractor(
+        base_url=chat.api_url, model="gpt-test", timeout_s=5.0, max_attempts=2, backoff_base_s=0.01
+    )
+    facts = FactStage(
+        archive=stack.archive,
+        index=stack.index,
+        embedder=stack.embedder,
+        extractor=extractor,
+        writer=stack.writer,
+        semantic=False,
+    )
+    worker = ConsolidationWorker(
+        bus=stack.bus,
+        rounds=stack.rounds,
+        facts=facts,
+        group="consolidation-test",
+        poll_timeout_s=0.02,
+        on_round=reports.append,
+    )
+    stop = asyncio.Event()
+    task = asyncio.create_task(worker.run(stop))
+    try:
+        yield worker
+    finally:
+        stop.set()
+        await task
+        await extractor.close()
+
+
+async def _dead_letters(stack: ConsolidationStack, count: int) -> list[Record]:
+    consumer = stack.bus.consumer([CONSOLIDATION_DLQ], group="dlq-reader")
+    found: list[Record] = []
+    try:
+        async with asyncio.timeout(20):
+            while len(found) < count:
+                found += await consumer.poll(max_records=10, timeout_s=0.5)
+    finally:
+        await consumer.close()
+    return found
+
+
+async def _until(predicate: Callable[[], Awaitable[bool]], attempts: int = 1_000) -> None:
+    """Poll ``predicate`` (the index has no change feed to await) for up to ~20 s."""
+    for _ in range(attempts):
+        if await predicate():
+            return
+        await asyncio.sleep(0.02)
+    raise AssertionError("the condition never held")
+
+
+async def test_invalid_llm_output_leaves_the_bank_untouched(
+    tmp_path: Path, chat_server: ChatServer
+) -> None:
+    reports: list[ConsolidationReport] = []
+    async with consolidation_stack(tmp_path) as stack, running_worker(stack, chat_server, reports):
+        await chat_server.queue("content", 1, content='{"facts": [{"text": 42}]}')
+        await stack.service.retain(
+            BANK,
+            RetainRequest(
+                content="Caroline: I went to a support group yesterday.",
+                memory_id="turn-bad",
+                timestamp=MAY_8,
+                wait=True,
+            ),
+        )
+        (letter,) = await _dead_letters(stack, 1)
+        assert letter.header("cogsub-dlq-kind") == b"extraction_rejected"
+        assert json.loads(letter.value)["eventId"] == "turn-bad"
+        assert await stack.index.count(BANK) == 1  # the raw turn only
+        assert [k async for k in stack.archive.list("consolidation/")] == []
+
+        await chat_server.reply(json.dumps({"facts": [FACT]}))
+        await stack.service.retain(
+            BANK,
+            RetainRequest(
+                content="Caroline: I went to a support group yesterday!",
+                memory_id="turn-good",
+                timestamp=MAY_8,
+                wait=True,
+            ),
+        )
+
+        async def fact_indexed() -> bool:
+            return await stack.index.count(BANK) == 3
+
+        await _until(fact_indexed)
+        sent = (await chat_server.requests())[-1]
+        assert sent["body"]["response_format"]["type"] == "json_schema"
+        assert "2023-05-08" in json.dumps(sent["body"]["messages"])  # the event time travels
+
+
+async def test_requests_run_rounds_and_poison_goes_to_the_dead_letter_topic(
+    tmp_path: Path, chat_server: ChatServer
+) -> None:
+    reports: list[ConsolidationReport] = []
+    async with consolidation_stack(tmp_path) as stack, running_worker(stack, chat_server, reports):
+        await stack.service.retain(
+            BANK,
+            RetainRequest(
+                content="No — page the on-call lead first.",
+                fact_type=FactType.CORRECTION,
+                timestamp=MAY_8,
+                wait=True,
+            ),
+        )
+        await stack.bus.publish(CONSOLIDATION_REQUEST, b"not json", key=b"x")
+        await stack.bus.publish(CONSOLIDATION_REQUEST, request_payload(BANK), key=BANK.encode())
+        (letter,) = await _dead_letters(stack, 1)
+        assert letter.value == b"not json"
+        assert b"bankId" in (letter.header("cogsub-dlq-reason") or b"")
+
+        async def reported() -> bool:
+            return bool(reports)
+
+        await _until(reported)  # the round runs on the worker's task; its report lands here
+        (report,) = reports
+        assert report.bank_id == BANK and len(report.preferences) == 1
