@@ -125,15 +125,14 @@ async def _serve_until_stopped(
     if announce:
         console.print("ingesting; retain with `cogsub retain BANK TEXT` from another terminal.")
     with _api_file(settings, server.url):
-        waiters = {asyncio.create_task(stop.wait()), server.task}
-        if running.worker is not None:
-            waiters.add(running.worker)
+        workers = {t for t in (running.worker, running.consolidation) if t is not None}
+        waiters = {asyncio.create_task(stop.wait()), server.task, *workers}
         try:
             await asyncio.wait(waiters, return_when=asyncio.FIRST_COMPLETED)
         finally:
             await server.stop()  # no new requests; in-flight ones finish
             for task in waiters:
-                if task is not server.task and task is not running.worker:
+                if task is not server.task and task not in workers:
                     task.cancel()
     running.raise_if_worker_failed()
 

@@ -59,6 +59,16 @@ class IngestionSettings(BaseModel):
 LOOPBACK_HOSTS = frozenset({"127.0.0.1", "::1", "localhost"})
 
 
+class RankingSettings(BaseModel):
+    """The recall weights operators tune most (the rest live in ``RankingPolicy``)."""
+
+    count_bonus: float = Field(
+        default=0.02, ge=0, le=1, description="cb of the reinforcement term cb · log2(1 + count)"
+    )
+    novelty: float = Field(default=0.04, ge=0, le=1)
+    novelty_decay: float = Field(default=0.5, gt=0, lt=1)
+
+
 class ConsolidationSettings(BaseModel):
     """Extraction and consolidation rounds (Stage 3) and decay (Stage 9)."""
 
@@ -130,6 +140,7 @@ class Settings(BaseSettings):
     opensearch: OpenSearchSettings = Field(default_factory=OpenSearchSettings)
     ingestion: IngestionSettings = Field(default_factory=IngestionSettings)
     consolidation: ConsolidationSettings = Field(default_factory=ConsolidationSettings)
+    ranking: RankingSettings = Field(default_factory=RankingSettings)
     api: ApiSettings = Field(default_factory=ApiSettings)
 
     @property

@@ -372,7 +372,7 @@ async def running_api(
     retrieval feedback lands, and every adapter closes. A worker that failed
     re-raises its error here.
     """
-    from cogsub.recall import MemoryService
+    from cogsub.recall import MemoryService, RankingPolicy
 
     keys = build_api_keys(settings.api)  # a settings mistake fails before anything opens
     stack = open_stack(settings, embedder=embedder)
@@ -390,8 +390,18 @@ async def running_api(
         if with_worker:
             worker_task = asyncio.create_task(worker.run(stop, on_batch=on_batch))
             consolidation_task = asyncio.create_task(consolidation.worker.run(stop))
+        ranking = settings.ranking
+        policy = RankingPolicy(
+            reinforcement=ranking.count_bonus,
+            novelty=ranking.novelty,
+            novelty_decay=ranking.novelty_decay,
+        )
         service = MemoryService(
-            bus=stack.bus, archive=stack.archive, index=stack.index, embedder=stack.embedder
+            bus=stack.bus,
+            archive=stack.archive,
+            index=stack.index,
+            embedder=stack.embedder,
+            policy=policy,
         )
         app = build_app(stack, service, keys, consolidation)
         yield RunningApi(stack, service, app, keys, worker_task, consolidation_task)
