@@ -44,6 +44,7 @@ from cogsub.index.text_query import join_terms, query_terms
 
 log = structlog.get_logger(__name__)
 
+_INVALID_NAME = "invalid_index_name_exception"
 _ALREADY_EXISTS = "resource_already_exists_exception"
 _REFRESH = "wait_for"
 
@@ -178,8 +179,11 @@ class OpenSearchMemoryIndex:
                 log.info("opensearch_index_created", index=self._index, dimension=dimension)
             except opensearchpy.RequestError as exc:
                 # Another process may have created it first: then check what it made.
-                if exc.error != _ALREADY_EXISTS:
-                    raise
+                if exc.error != _ALREADY_EXISTS and not (
+                    exc.error == _INVALID_NAME
+                    and await self._client.indices.exists_alias(name=self._index)
+                ):
+                    raise  # (an alias of that name is an index that exists, under another name)
         existing = await self._mapped_dimension()
         if existing is None:
             raise ConfigurationError(f"index {self._index!r} has no knn_vector embedding field")
@@ -326,6 +330,31 @@ class OpenSearchMemoryIndex:
         if any(doc.bank_id != filters.bank_id for doc in docs):
             raise CogsubError("opensearch returned a document of another bank")
         return docs
+
+    async def promote(self, alias: str) -> list[str]:
+        """Point ``alias`` at this index, in one atomic alias update; returns what it pointed at.
+
+        Readers and writers that use ``alias`` switch over at once. A concrete index
+        named ``alias`` (a deployment from before versioned indices) is deleted in the
+        same update, since an alias cannot share its name; versioned indices the alias
+        pointed at before are left in place for a rollback.
+        """
+        with _translated("update aliases"):
+            concrete = bool(await self._client.indices.exists(index=alias)) and not bool(
+                await self._client.indices.exists_alias(name=alias)
+            )
+            previous: list[str] = []
+            if not concrete and await self._client.indices.exists_alias(name=alias):
+                previous = sorted(await self._client.indices.get_alias(name=alias))
+            actions: list[dict[str, Any]] = [
+                {"remove": {"index": name, "alias": alias}} for name in previous
+            ]
+            if concrete:
+                actions.append({"remove_index": {"index": alias}})
+            actions.append({"add": {"index": self._index, "alias": alias}})
+            await self._client.indices.update_aliases(body={"actions": actions})
+        log.info("opensearch_alias_promoted", alias=alias, index=self._index, previous=previous)
+        return [alias] if concrete else previous
 
     async def count(self, bank_id: str | None = None) -> int:
         """Documents in ``bank_id``, or in every bank."""

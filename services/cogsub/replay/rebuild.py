@@ -4,7 +4,15 @@ Archived events already carry their embedding, importance score and key, so
 rebuilding is reading, shaping and bulk upserting; nothing is embedded again.
 Upserts are idempotent by event id, so a replay can be repeated or resumed
 after an interruption from the last key it reported done (keys are listed in
-lexicographic order, which is also day order).
+lexicographic order: the derived memories under ``consolidation/`` first, then
+the events by day).
+
+What consolidation derived is rebuilt too: its memories from their objects,
+then — always over the whole archive, whatever the resume point — the
+provenance the index keeps as tags: supersession (``superseded-by:``,
+``valid-to:``, ``supersedes:``) from the write-once supersession records, and
+the proof counts of merged facts from their evidence objects. Usage signals
+(``retrieval_count``, ``decay_factor``) live only in the index and start over.
 """
 
 from __future__ import annotations
@@ -19,10 +27,20 @@ import structlog
 
 from cogsub.archive.ports import ArchiveStore
 from cogsub.bus.ports import EventBus
+from cogsub.core.derived import (
+    CONSOLIDATION_PREFIX,
+    PROOF_TAG,
+    SUPERSEDED_BY_TAG,
+    SUPERSEDES_TAG,
+    VALID_TO_TAG,
+    is_derived_memory_key,
+    with_tags,
+)
 from cogsub.core.documents import IndexDocument, index_document_for, indexed_payload_for
 from cogsub.core.events import ArchivedEvent
 from cogsub.core.keys import EVENTS_PREFIX
 from cogsub.core.topics import MEMORY_INDEXED
+from cogsub.embeddings.ports import Embedder
 from cogsub.index.ports import MemoryIndex
 
 log = structlog.get_logger("cogsub.replay")
@@ -45,6 +63,11 @@ class ReplayFilter:
             return False
         return not (self.until is not None and event.timestamp >= self.until)
 
+    def may_hold_derived(self, key: str) -> bool:
+        """Derived memories name their bank in the key; their day is read from the object."""
+        bank = key.removeprefix(CONSOLIDATION_PREFIX).split("/", 1)[0]
+        return self.bank_id is None or bank == self.bank_id
+
     def may_hold(self, key: str) -> bool:
         """Cheap skip by the key's day, before reading the object."""
         day = key.removeprefix(EVENTS_PREFIX)[:10].replace("/", "-")
@@ -58,6 +81,7 @@ class ReplayReport:
     scanned: int = 0
     indexed: int = 0
     last_key: str | None = None
+    provenance: int = 0
 
 
 async def replay(
@@ -68,27 +92,90 @@ async def replay(
     after_key: str | None = None,
     announce_to: EventBus | None = None,
     on_progress: Callable[[ReplayReport], None] | None = None,
+    reembed: Embedder | None = None,
 ) -> ReplayReport:
-    """Index every admitted archived event (keys after ``after_key``), in bulk."""
+    """Index every admitted archived memory (keys after ``after_key``), in bulk.
+
+    With ``reembed``, every text is embedded again by that embedder (batched) instead
+    of reusing the archived vector: the way to a new index version for a new model.
+    """
     only = only or ReplayFilter()
     report = ReplayReport()
     pending: list[str] = []
-    async for key in archive.list(EVENTS_PREFIX):
-        if after_key is not None and key <= after_key:
-            continue
-        report.scanned += 1
-        if only.may_hold(key):
-            pending.append(key)
-        if len(pending) >= BATCH:
-            await _replay_batch(archive, index, pending, only, announce_to, report)
-            pending = []
-            if on_progress is not None:
-                on_progress(report)
+    for prefix, may_hold in (
+        (CONSOLIDATION_PREFIX, only.may_hold_derived),
+        (EVENTS_PREFIX, only.may_hold),
+    ):
+        async for key in archive.list(prefix):
+            if after_key is not None and key <= after_key:
+                continue
+            if prefix == CONSOLIDATION_PREFIX and not is_derived_memory_key(key):
+                continue
+            report.scanned += 1
+            if may_hold(key):
+                pending.append(key)
+            if len(pending) >= BATCH:
+                await _replay_batch(archive, index, pending, only, announce_to, report, reembed)
+                pending = []
+                if on_progress is not None:
+                    on_progress(report)
     if pending:
-        await _replay_batch(archive, index, pending, only, announce_to, report)
+        await _replay_batch(archive, index, pending, only, announce_to, report, reembed)
+    report.provenance = await restore_provenance(archive, index, bank_id=only.bank_id)
     if on_progress is not None:
         on_progress(report)
     return report
+
+
+async def restore_provenance(
+    archive: ArchiveStore, index: MemoryIndex, *, bank_id: str | None = None
+) -> int:
+    """Re-tag supersession and proof counts from the archive; returns the documents changed."""
+    changed = 0
+    prefix = f"{CONSOLIDATION_PREFIX}{bank_id}/" if bank_id else CONSOLIDATION_PREFIX
+    proofs: dict[tuple[str, str], int] = {}
+    async for key in archive.list(prefix):
+        parts = key.removeprefix(CONSOLIDATION_PREFIX).split("/")
+        if len(parts) == 4 and parts[1] == "evidence":
+            proofs[(parts[0], parts[2])] = proofs.get((parts[0], parts[2]), 1) + 1
+        elif len(parts) == 3 and parts[1] == "supersessions":
+            record = json.loads(await archive.get(key))
+            changed += await _retag(
+                index,
+                parts[0],
+                str(record["supersededBy"]),
+                [f"{SUPERSEDES_TAG}{record['memoryId']}"],
+            )
+            changed += await _retag(
+                index,
+                parts[0],
+                str(record["memoryId"]),
+                [
+                    f"{SUPERSEDED_BY_TAG}{record['supersededBy']}",
+                    f"{VALID_TO_TAG}{record['validTo']}",
+                ],
+            )
+    for (bank, fact_id), count in sorted(proofs.items()):
+        changed += await _retag(index, bank, fact_id, [f"{PROOF_TAG}{count}"], replace=(PROOF_TAG,))
+    return changed
+
+
+async def _retag(
+    index: MemoryIndex,
+    bank_id: str,
+    memory_id: str,
+    tags: list[str],
+    *,
+    replace: tuple[str, ...] = (),
+) -> int:
+    doc = await index.get(bank_id, memory_id)
+    if doc is None:
+        return 0
+    updated = with_tags(doc, tags, replace=replace)
+    if updated.tags == doc.tags:
+        return 0
+    await index.upsert([updated])
+    return 1
 
 
 async def _replay_batch(
@@ -98,20 +185,24 @@ async def _replay_batch(
     only: ReplayFilter,
     announce_to: EventBus | None,
     report: ReplayReport,
+    reembed: Embedder | None,
 ) -> None:
     bodies = await asyncio.gather(*(archive.get(key) for key in keys))
-    docs: list[IndexDocument] = []
-    for body in bodies:
-        event = ArchivedEvent.model_validate_json(body)
-        if only.admits(event):
-            docs.append(
-                index_document_for(
-                    event,
-                    embedding=list(event.input.embedding),
-                    importance_score=event.importance_score,
-                    object_storage_key=event.object_storage_key,
-                )
-            )
+    events = [ArchivedEvent.model_validate_json(body) for body in bodies]
+    events = [event for event in events if only.admits(event)]
+    if reembed is not None:
+        vectors = await reembed.embed([event.input.text for event in events])
+    else:
+        vectors = [list(event.input.embedding) for event in events]
+    docs: list[IndexDocument] = [
+        index_document_for(
+            event,
+            embedding=vector,
+            importance_score=event.importance_score,
+            object_storage_key=event.object_storage_key,
+        )
+        for event, vector in zip(events, vectors, strict=True)
+    ]
     if docs:
         await index.ensure(dimension=len(docs[0].embedding))
         await index.upsert(docs)

@@ -350,3 +350,35 @@ async def test_bulk_indexing_rate(
         elapsed = time.perf_counter() - started
         assert await idx.count() == 10_000
     print(f"\nbulk indexing: {len(docs) / elapsed:,.0f} docs/s ({elapsed:.2f} s for 10,000)")
+
+
+async def test_promote_switches_an_alias_to_a_new_index_version_atomically(
+    opensearch_endpoint: OpenSearchEndpoint, opensearch_index_name: str
+) -> None:
+    live = opensearch_endpoint.memory_index(opensearch_index_name)
+    v2 = opensearch_endpoint.memory_index(f"{opensearch_index_name}-v2")
+    v3 = opensearch_endpoint.memory_index(f"{opensearch_index_name}-v3")
+    try:
+        await live.ensure(dimension=DIM)
+        await live.upsert([make_doc("old-1")])
+        await v2.ensure(dimension=2 * DIM)
+        await v2.upsert([make_doc("new-1", embedding=unit(3, 2 * DIM))])
+        # The first deployment's concrete index gives way to the alias in the same update.
+        assert await v2.promote(opensearch_index_name) == [opensearch_index_name]
+        through_alias = opensearch_endpoint.memory_index(opensearch_index_name)
+        try:
+            await through_alias.ensure(dimension=2 * DIM)  # the alias answers with v2's mapping
+            assert await through_alias.get("bank-a", "new-1") is not None
+            assert await through_alias.get("bank-a", "old-1") is None
+            await through_alias.upsert([make_doc("new-2", embedding=unit(1, 2 * DIM))])
+            assert await v2.count("bank-a") == 2  # writes through the alias land in v2
+            await v3.ensure(dimension=DIM)
+            assert await v3.promote(opensearch_index_name) == [f"{opensearch_index_name}-v2"]
+            await through_alias.ensure(dimension=DIM)
+            assert await through_alias.count("bank-a") == 0
+            assert await v2.count("bank-a") == 2  # the previous version stays for a rollback
+        finally:
+            await through_alias.close()
+    finally:
+        for index in (live, v2, v3):
+            await index.close()
