@@ -2,16 +2,20 @@
 
 Only events retained without a ``fact_type`` are read (typed blocks are stored
 verbatim, and consolidation outputs are never re-extracted). Each fact links
-back to its source event and archive key, is embedded and indexed like any
-memory, and a near-duplicate of a fact the bank already holds is merged into it
-— one write-once evidence object per source, so the proof count goes up exactly
-once however often the source is redelivered.
+back to its (first) source event and archive key, is embedded and indexed like
+any memory. A fact's id is a hash of its type and content words, so the same
+statement from another event lands on the fact the bank already holds (and with
+a semantic embedder, so does a close rewording): every source is one
+write-once evidence object, and the proof count is how many there are — it goes
+up exactly once per source however often that source is redelivered.
 """
 
 from __future__ import annotations
 
+import asyncio
 import json
-from dataclasses import dataclass
+from collections.abc import Sequence
+from dataclasses import dataclass, field
 
 import structlog
 
@@ -24,12 +28,12 @@ from cogsub.core.derived import (
     DerivedKind,
     DerivedMemory,
     derived_id,
-    derived_key,
     evidence_key,
     evidence_prefix,
     with_tags,
 )
-from cogsub.core.errors import FieldProblem, InvalidInputError, ObjectExistsError
+from cogsub.core.documents import IndexDocument
+from cogsub.core.errors import CogsubError, FieldProblem, InvalidInputError, ObjectExistsError
 from cogsub.core.events import ArchivedEvent, EventType
 from cogsub.embeddings.ports import Embedder
 from cogsub.extraction.offline import extract_facts
@@ -39,6 +43,25 @@ from cogsub.index.ports import MemoryIndex, SearchFilters
 log = structlog.get_logger("cogsub.consolidation")
 
 MERGE_THRESHOLD = 0.85
+
+
+def fact_id(bank_id: str, fact: ExtractedFact) -> str:
+    """The id of a statement in a bank: the same content words give the same fact."""
+    words = sorted(content_words(fact.text))
+    key = words if words else [fact.text]
+    return derived_id(DerivedKind.FACT, bank_id, fact.fact_type.value, *key)
+
+
+@dataclass
+class _Plan:
+    """What extraction decided for one event, before anything is written."""
+
+    event_id: str
+    bank_id: str
+    event: ArchivedEvent
+    new: list[tuple[DerivedMemory, list[float]]] = field(default_factory=list)
+    merges: list[tuple[str, int]] = field(default_factory=list)
+    skipped: str | None = None
 
 
 @dataclass(frozen=True)
@@ -71,6 +94,9 @@ class FactStage:
         self._writer = writer
         self._semantic = semantic
         self._merge_threshold = merge_threshold
+        # Announcements are extracted concurrently; merges into one fact must not race
+        # (each recounts the evidence and writes the count: the last must see them all).
+        self._merging = asyncio.Lock()
 
     async def handle(self, payload: bytes) -> ExtractionOutcome:
         """Extract the facts of the event ``payload`` announces (idempotent).
@@ -79,9 +105,49 @@ class FactStage:
             InvalidInputError: the payload is not an ``experience.enriched`` announcement.
             ExtractionRejected: the extractor's output broke a rule; nothing was written.
         """
+        (outcome,) = await self.handle_many([payload])
+        if isinstance(outcome, CogsubError):
+            raise outcome
+        return outcome
+
+    async def handle_many(self, payloads: Sequence[bytes]) -> list[ExtractionOutcome | CogsubError]:
+        """Extract a batch of announcements; an unusable one gives its error, not an outcome.
+
+        Extraction runs concurrently and the new facts of the batch are written together
+        (one archive sync, one log commit, one bulk index upsert per bank), which is what
+        lets extraction keep up with ingestion. Retryable failures raise for the whole
+        batch: every step is idempotent, so the batch is simply done again.
+        """
+        planned = await asyncio.gather(
+            *(self._plan(payload) for payload in payloads), return_exceptions=True
+        )
+        for result in planned:
+            if isinstance(result, BaseException) and (
+                not isinstance(result, CogsubError) or result.retryable
+            ):
+                raise result
+        plans = [p for p in planned if isinstance(p, _Plan)]
+        created = await self._write_new(plans)
+        merges = await self._merge_batch(plans)
+        outcomes: list[ExtractionOutcome | CogsubError] = []
+        for result in planned:
+            if isinstance(result, CogsubError):
+                outcomes.append(result)
+            elif isinstance(result, _Plan):
+                own = {m.memory_id for m, _ in result.new}
+                merged = tuple(t for t in merges.get(result.event_id, ()) if t not in own)
+                new = tuple(m.memory_id for m, _ in result.new if m.memory_id in created)
+                outcomes.append(
+                    ExtractionOutcome(result.event_id, result.bank_id, new, merged, result.skipped)
+                )
+        return outcomes
+
+    async def _plan(self, payload: bytes) -> _Plan:
         event = await self._source(payload)
+        plan = _Plan(event.event_id, event.bank_id, event)
         if event.fact_type is not None or event.type is EventType.CONSOLIDATION_OUTPUT:
-            return ExtractionOutcome(event.event_id, event.bank_id, skipped="typed or derived")
+            plan.skipped = "typed or derived"
+            return plan
         item = ExtractionInput(
             source_event_id=event.event_id,
             text=event.input.text,
@@ -92,26 +158,38 @@ class FactStage:
         if not extract_facts(item):
             # Greetings, questions, fillers: nothing states a fact, so no model is asked
             # (an LLM's empty answer is a rejection, and this is not one).
-            return ExtractionOutcome(event.event_id, event.bank_id, skipped="states no facts")
+            plan.skipped = "states no facts"
+            return plan
         facts = await self._extractor.extract(item)
-        created: list[str] = []
-        merged: list[str] = []
-        for position, fact in enumerate(facts):
+        vectors = await self._embedder.embed([fact.text for fact in facts]) if facts else []
+        for position, (fact, vector) in enumerate(zip(facts, vectors, strict=True)):
             memory = self._memory(event, fact, position)
-            key = derived_key(event.bank_id, DerivedKind.FACT, memory.memory_id)
-            # A fact this source already produced (a redelivery) is completed, never merged.
-            target = (
-                None
-                if await self._archive.exists(key)
-                else await self._near_duplicate(fact, event.bank_id)
+            # The same statement has the same id: a lookup by id finds it, however large
+            # the bank; with a semantic embedder a nearest-neighbour check also catches
+            # rewordings. Either way this source becomes one more piece of evidence.
+            if await self._index.get(event.bank_id, memory.memory_id) is not None:
+                plan.merges.append((memory.memory_id, position))
+            elif self._semantic and (
+                near := await self._near_duplicate(fact, vector, event.bank_id)
+            ):
+                plan.merges.append((near, position))
+            else:
+                plan.new.append((memory, vector))
+                plan.merges.append((memory.memory_id, position))
+        return plan
+
+    async def _write_new(self, plans: Sequence[_Plan]) -> set[str]:
+        by_bank: dict[str, list[tuple[DerivedMemory, list[float]]]] = {}
+        for plan in plans:
+            by_bank.setdefault(plan.bank_id, []).extend(plan.new)
+        created: set[str] = set()
+        for bank_id, items in sorted(by_bank.items()):
+            unique = list({m.memory_id: (m, v) for m, v in items}.values())  # first source wins
+            written = await self._writer.write(
+                bank_id, [m for m, _ in unique], vectors=[v for _, v in unique]
             )
-            if target is None:
-                (written,) = await self._writer.write(event.bank_id, [memory])
-                if written.created:
-                    created.append(memory.memory_id)
-            elif await self._merge(event, target, position):
-                merged.append(target)
-        return ExtractionOutcome(event.event_id, event.bank_id, tuple(created), tuple(merged))
+            created |= {w.memory_id for w in written if w.created}
+        return created
 
     async def _source(self, payload: bytes) -> ArchivedEvent:
         try:
@@ -132,7 +210,7 @@ class FactStage:
             "occurredOn": fact.occurred_on.isoformat() if fact.occurred_on else None,
         }
         return DerivedMemory(
-            memory_id=derived_id(DerivedKind.FACT, event.bank_id, event.event_id, str(position)),
+            memory_id=fact_id(event.bank_id, fact),
             kind=DerivedKind.FACT,
             fact_type=fact.fact_type,
             text=fact.text,
@@ -144,7 +222,9 @@ class FactStage:
             session_id=event.context.session_id,
         )
 
-    async def _near_duplicate(self, fact: ExtractedFact, bank_id: str) -> str | None:
+    async def _near_duplicate(
+        self, fact: ExtractedFact, vector: list[float], bank_id: str
+    ) -> str | None:
         """The id of a fact already in the bank that says the same thing, if any."""
         words = content_words(fact.text)
         filters = SearchFilters(
@@ -152,7 +232,6 @@ class FactStage:
             fact_types=frozenset({fact.fact_type}),
             tags_any=frozenset({f"{DERIVED_TAG}{DerivedKind.FACT.value}"}),
         )
-        (vector,) = await self._embedder.embed([fact.text])
         hits = await self._index.search_text(fact.text, filters, size=5)
         if self._semantic:
             hits += await self._index.search_vector(vector, filters, size=5)
@@ -166,23 +245,42 @@ class FactStage:
                 best = (score, doc.event_id)
         return best[1] if best else None
 
-    async def _merge(self, event: ArchivedEvent, fact_id: str, position: int) -> bool:
-        """Record ``event`` as more proof of ``fact_id``; True if it was new proof."""
+    async def _merge_batch(self, plans: Sequence[_Plan]) -> dict[str, tuple[str, ...]]:
+        """Record each planned merge as more proof of its fact; new proof per source event.
+
+        Evidence objects are written together, then each touched fact's proof count is
+        recounted from the archive (so a crash between the two is repaired by the
+        redelivery) and the changed facts go to the index in one bulk upsert.
+        """
+        wanted = [(plan, target, position) for plan in plans for target, position in plan.merges]
+        if not wanted:
+            return {}
+        async with self._merging:
+            fresh = await asyncio.gather(*(self._evidence(p.event, t, n) for p, t, n in wanted))
+            touched = sorted({(p.bank_id, target) for p, target, _ in wanted})
+            docs = [await self._recounted(bank, fact_id) for bank, fact_id in touched]
+            changed = [doc for doc in docs if doc is not None]
+            if changed:
+                await self._index.upsert(changed)
+        merged: dict[str, list[str]] = {}
+        for (plan, target, _), new in zip(wanted, fresh, strict=True):
+            if new:
+                merged.setdefault(plan.event_id, []).append(target)
+        return {event_id: tuple(targets) for event_id, targets in merged.items()}
+
+    async def _evidence(self, event: ArchivedEvent, fact_id: str, position: int) -> bool:
         record = {"factId": fact_id, "sourceEventId": event.event_id, "position": position}
         key = evidence_key(event.bank_id, fact_id, f"{event.event_id}-{position}")
         try:
             await self._archive.put_once(key, json.dumps(record, sort_keys=True).encode())
-            new = True
         except ObjectExistsError:
-            new = False
-        # Recounted from the archive every time, so a crash between the evidence write
-        # and the index update is repaired by the redelivery.
-        proofs = 1 + len(
-            [k async for k in self._archive.list(evidence_prefix(event.bank_id, fact_id))]
-        )
-        doc = await self._index.get(event.bank_id, fact_id)
-        if doc is not None and f"{PROOF_TAG}{proofs}" not in doc.tags:
-            await self._index.upsert(
-                [with_tags(doc, [f"{PROOF_TAG}{proofs}"], replace=(PROOF_TAG,))]
-            )
-        return new
+            return False
+        return True
+
+    async def _recounted(self, bank_id: str, fact_id: str) -> IndexDocument | None:
+        """The fact's document with its proof count from the archive, if that changed it."""
+        proofs = len([k async for k in self._archive.list(evidence_prefix(bank_id, fact_id))])
+        doc = await self._index.get(bank_id, fact_id)
+        if doc is None or f"{PROOF_TAG}{proofs}" in doc.tags:
+            return None
+        return with_tags(doc, [f"{PROOF_TAG}{proofs}"], replace=(PROOF_TAG,))

@@ -100,8 +100,12 @@ class ConsolidationWorker:
                 records = await consumer.poll(
                     max_records=self._batch_size, timeout_s=self._poll_timeout_s
                 )
+                extracting = [r for r in records if r.topic == EXPERIENCE_ENRICHED]
+                if extracting:
+                    await self._until_extracted(extracting, stop)
                 for record in records:
-                    await self._until_done(record, stop)
+                    if record.topic != EXPERIENCE_ENRICHED:
+                        await self._until_done(record, stop)
                 if records:
                     await consumer.commit(records)
                 if time.monotonic() >= next_round:
@@ -128,6 +132,31 @@ class ConsolidationWorker:
                 with contextlib.suppress(TimeoutError):
                     await asyncio.wait_for(stop.wait(), timeout=delay)
                 delay = min(delay * 2, MAX_BACKOFF_S)
+
+    async def _until_extracted(self, records: list[Record], stop: asyncio.Event) -> None:
+        """Extract a batch of announcements together (retrying it whole while a backend is down)."""
+        if self._facts is None:
+            return
+        facts = self._facts
+        delay = 0.1
+        while True:
+            try:
+                outcomes = await facts.handle_many([r.value for r in records])
+                break
+            except CogsubError as exc:
+                if not exc.retryable or stop.is_set():
+                    raise
+                log.warning("consolidation_retrying", topic=EXPERIENCE_ENRICHED, error=str(exc))
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(stop.wait(), timeout=delay)
+                delay = min(delay * 2, MAX_BACKOFF_S)
+        for record, outcome in zip(records, outcomes, strict=True):
+            if isinstance(outcome, ExtractionRejected):
+                await self._dead_letter(record, "extraction_rejected", outcome.rule)
+            elif isinstance(outcome, CogsubError):
+                await self._dead_letter(record, "invalid", str(outcome))
+            elif outcome.bank_id and (outcome.created or outcome.merged):
+                self._pending_banks.add(outcome.bank_id)
 
     async def _handle(self, record: Record) -> None:
         try:

@@ -8,6 +8,7 @@ indexed memory has always been announced and nothing archived is left unindexed.
 
 from __future__ import annotations
 
+import asyncio
 import json
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -58,40 +59,51 @@ class DerivedWriter:
         self._index = index
         self._embedder = embedder
 
-    async def write(self, bank_id: str, memories: Sequence[DerivedMemory]) -> list[Written]:
-        """Make each memory exist once; already complete ones are left as they are."""
+    async def write(
+        self,
+        bank_id: str,
+        memories: Sequence[DerivedMemory],
+        *,
+        vectors: Sequence[list[float]] | None = None,
+    ) -> list[Written]:
+        """Make each memory exist once; already complete ones are left as they are.
+
+        ``vectors`` are the memories' embeddings when the caller has them already.
+        """
         if not memories:
             return []
-        vectors = await self._embedder.embed([m.text for m in memories])
+        if vectors is None:
+            vectors = await self._embedder.embed([m.text for m in memories])
+        wanted = [
+            _with_vector(
+                derived_event(bank_id, m, key=derived_key(bank_id, m.kind, m.memory_id)), v
+            )
+            for m, v in zip(memories, vectors, strict=True)
+        ]
+        # One batch: the puts share the archive's group sync, the announcements the
+        # log's group commit, and the index takes one bulk upsert.
+        stored = await asyncio.gather(*(self._store(archived) for archived in wanted))
+        pending = [archived for archived, complete, _ in stored if not complete]
+        await asyncio.gather(*(self._announce(bank_id, a, a.object_storage_key) for a in pending))
+        if pending:
+            await self._index.upsert([_document(a, a.object_storage_key) for a in pending])
+        for archived in pending:
+            log.debug("consolidation_memory_written", bank_id=bank_id, memory_id=archived.event_id)
         return [
-            await self._write_one(bank_id, memory, vector)
-            for memory, vector in zip(memories, vectors, strict=True)
+            Written(archived.event_id, archived.object_storage_key, created=created)
+            for archived, _, created in stored
         ]
 
-    async def _write_one(self, bank_id: str, memory: DerivedMemory, vector: list[float]) -> Written:
-        key = derived_key(bank_id, memory.kind, memory.memory_id)
-        archived = derived_event(bank_id, memory, key=key)
-        archived = archived.model_copy(
-            update={"input": archived.input.model_copy(update={"embedding": vector})}
-        )
-        created = True
+    async def _store(self, archived: ArchivedEvent) -> tuple[ArchivedEvent, bool, bool]:
+        """(the archived object, whether it is complete already, whether this call created it)."""
+        key = archived.object_storage_key
         try:
             await self._archive.put_once(key, archived.to_wire_json())
+            return archived, False, True
         except ObjectExistsError:
-            created = False
-            archived = ArchivedEvent.model_validate_json(await self._archive.get(key))
-            if await self._index.get(bank_id, memory.memory_id) is not None:
-                return Written(memory.memory_id, key, created=False)
-        await self._announce(bank_id, archived, key)
-        await self._index.upsert([_document(archived, key)])
-        log.info(
-            "consolidation_memory_written",
-            bank_id=bank_id,
-            memory_id=memory.memory_id,
-            kind=memory.kind.value,
-            resumed=not created,
-        )
-        return Written(memory.memory_id, key, created=created)
+            stored = ArchivedEvent.model_validate_json(await self._archive.get(key))
+            indexed = await self._index.get(stored.bank_id, stored.event_id) is not None
+            return stored, indexed, False
 
     async def _announce(self, bank_id: str, archived: ArchivedEvent, key: str) -> None:
         structured = (
@@ -156,6 +168,12 @@ class DerivedWriter:
                 )
             except NotFoundError:
                 log.warning("consolidation_source_missing", bank_id=bank_id, memory_id=memory_id)
+
+
+def _with_vector(archived: ArchivedEvent, vector: list[float]) -> ArchivedEvent:
+    return archived.model_copy(
+        update={"input": archived.input.model_copy(update={"embedding": vector})}
+    )
 
 
 def _document(archived: ArchivedEvent, key: str) -> IndexDocument:

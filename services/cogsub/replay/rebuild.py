@@ -137,7 +137,7 @@ async def restore_provenance(
     async for key in archive.list(prefix):
         parts = key.removeprefix(CONSOLIDATION_PREFIX).split("/")
         if len(parts) == 4 and parts[1] == "evidence":
-            proofs[(parts[0], parts[2])] = proofs.get((parts[0], parts[2]), 1) + 1
+            proofs[(parts[0], parts[2])] = proofs.get((parts[0], parts[2]), 0) + 1
         elif len(parts) == 3 and parts[1] == "supersessions":
             record = json.loads(await archive.get(key))
             changed += await _retag(

@@ -1,0 +1,272 @@
+"""`make bench-soak`: sustained load on the embedded stack, with recall alongside.
+
+1. Calibrate: a burst of events through the stack `cogsub run` runs (ingestion and
+   consolidation workers, the memory service) measures the maximum ingest rate.
+2. Soak: producers publish at ``--load`` (default 80 %) of that rate for
+   ``--duration`` seconds while ``--clients`` recall concurrently.
+
+Every ``--every`` seconds it samples throughput, consumer lag, resident memory and
+recall latency. The summary gives throughput against the calibrated maximum (the
+baseline measured in the same run), recall p50/p99, and the trends that must stay
+flat: lag (events per minute, least squares over the second half) and resident
+memory (MiB per minute over the same window).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import random
+import resource
+import sys
+import tempfile
+import time
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from benchmarks.ingest import make_events
+from cogsub.core import EXPERIENCE_ENRICHED, EXPERIENCE_RAW
+from cogsub.core.memory import RecallRequest
+from cogsub.ingestion import BatchOutcome
+from cogsub.runtime.wiring import RunningApi, embedded_settings, running_api
+from cogsub.telemetry.logging import configure_logging
+
+QUERIES = [
+    "who rolled back the billing service",
+    "why did p99 latency regress",
+    "drain the pods before restart",
+    "invoices generated twice",
+    "schema migration staging health checks",
+    "runbook steps for the release train",
+]
+BANKS = [f"bank-{i}" for i in range(10)]
+
+
+@dataclass
+class Sample:
+    t_s: float
+    produced: int
+    indexed: int
+    ingest_per_s: float
+    lag: int
+    extraction_lag: int
+    rss_mib: float
+    recalls: int
+    recall_p50_ms: float
+    recall_p99_ms: float
+
+
+@dataclass
+class Counters:
+    indexed: int = 0
+    produced: int = 0
+    latencies_ms: list[float] = field(default_factory=list)
+
+    def on_batch(self, outcome: BatchOutcome) -> None:
+        self.indexed += len(outcome.indexed) + len(outcome.rejected)
+
+
+def rss_mib() -> float:
+    """Resident set size now (Linux /proc), in MiB."""
+    for line in Path("/proc/self/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) / 1024
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+
+def percentile(values: Sequence[float], q: float) -> float:
+    if not values:
+        return 0.0
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
+
+
+def slope_per_min(points: Sequence[tuple[float, float]]) -> float:
+    """Least-squares slope of (seconds, value) points, per minute."""
+    if len(points) < 2:
+        return 0.0
+    n = len(points)
+    mx = sum(t for t, _ in points) / n
+    my = sum(v for _, v in points) / n
+    var = sum((t - mx) ** 2 for t, _ in points)
+    return 60 * sum((t - mx) * (v - my) for t, v in points) / var if var else 0.0
+
+
+def _bodies(count: int, *, start: int, prefix: str) -> list[bytes]:
+    events = make_events(count, seed=start + 11)
+    for i, event in enumerate(events):
+        event["eventId"] = f"{prefix}-{start + i:08d}"
+    return [json.dumps(e).encode() for e in events]
+
+
+async def calibrate(running: RunningApi, counters: Counters, events: int) -> float:
+    """Events/s the stack ingests from a standing backlog of ``events``."""
+    bodies = _bodies(events, start=0, prefix="calib")
+    for chunk in range(0, len(bodies), 500):
+        await asyncio.gather(
+            *(running.stack.bus.publish(EXPERIENCE_RAW, b) for b in bodies[chunk : chunk + 500])
+        )
+    counters.produced += len(bodies)
+    started, before = time.perf_counter(), counters.indexed
+    # Sustainable means the whole pipeline keeps up: ingestion indexed the burst and the
+    # consolidation worker extracted it (its lag on experience.enriched is back to 0).
+    group = running.stack.settings.consolidation.group
+    while (
+        counters.indexed - before < len(bodies)
+        or (await running.stack.bus.topic_stats(EXPERIENCE_ENRICHED, group=group)).lag
+    ):
+        await asyncio.sleep(0.05)
+        running.raise_if_worker_failed()
+    return len(bodies) / (time.perf_counter() - started)
+
+
+async def produce(
+    running: RunningApi, counters: Counters, rate: float, stop: asyncio.Event
+) -> None:
+    """Publish at ``rate`` events/s in 50 ms ticks until ``stop``."""
+    tick = 0.05
+    sent = 0
+    started = time.perf_counter()
+    while not stop.is_set():
+        due = int(rate * (time.perf_counter() - started)) - sent
+        if due > 0:
+            bodies = _bodies(due, start=sent, prefix="soak")
+            await asyncio.gather(*(running.stack.bus.publish(EXPERIENCE_RAW, b) for b in bodies))
+            sent += due
+            counters.produced += due
+        await asyncio.sleep(tick)
+
+
+async def recall_client(
+    running: RunningApi, counters: Counters, seed: int, think_s: float, stop: asyncio.Event
+) -> None:
+    rng = random.Random(seed)
+    while not stop.is_set():
+        request = RecallRequest(query=rng.choice(QUERIES), k=10)
+        started = time.perf_counter()
+        await running.service.recall(rng.choice(BANKS), request)
+        counters.latencies_ms.append((time.perf_counter() - started) * 1000)
+        await asyncio.sleep(think_s)
+
+
+async def soak(args: argparse.Namespace) -> dict[str, Any]:
+    with tempfile.TemporaryDirectory(prefix="cogsub-soak-") as tmp:
+        settings = embedded_settings(Path(tmp), embedder=args.embedder)
+        counters = Counters()
+        async with running_api(settings, with_worker=True, on_batch=counters.on_batch) as running:
+            maximum = await calibrate(running, counters, args.calibrate)
+            rate = args.load * maximum
+            print(
+                f"calibrated maximum {maximum:.0f} events/s; soaking at {rate:.0f} events/s "
+                f"for {args.duration:.0f} s with {args.clients} recall clients",
+                flush=True,
+            )
+            stop = asyncio.Event()
+            tasks = [asyncio.create_task(produce(running, counters, rate, stop))]
+            tasks += [
+                asyncio.create_task(recall_client(running, counters, i, args.think_s, stop))
+                for i in range(args.clients)
+            ]
+            samples = await _sample(running, counters, settings.ingestion.group, args)
+            stop.set()
+            await asyncio.gather(*tasks)
+    return _summary(samples, maximum, rate, counters, args)
+
+
+async def _sample(
+    running: RunningApi, counters: Counters, group: str, args: argparse.Namespace
+) -> list[Sample]:
+    samples: list[Sample] = []
+    started = time.perf_counter()
+    last_t, last_indexed, last_recalls = 0.0, counters.indexed, 0
+    print(
+        f"{'t_s':>6} {'ingest/s':>9} {'lag':>7} {'extr lag':>8} {'rss_mib':>8} "
+        f"{'recall p50':>11} {'p99':>8}"
+    )
+    while (now := time.perf_counter() - started) < args.duration:
+        await asyncio.sleep(min(args.every, args.duration - now))
+        running.raise_if_worker_failed()
+        t = time.perf_counter() - started
+        window = counters.latencies_ms[last_recalls:]
+        stats = await running.stack.bus.topic_stats(EXPERIENCE_RAW, group=group)
+        behind = await running.stack.bus.topic_stats(
+            EXPERIENCE_ENRICHED, group=running.stack.settings.consolidation.group
+        )
+        sample = Sample(
+            t_s=round(t, 1),
+            produced=counters.produced,
+            indexed=counters.indexed,
+            ingest_per_s=round((counters.indexed - last_indexed) / (t - last_t), 1),
+            lag=stats.lag,
+            extraction_lag=behind.lag,
+            rss_mib=round(rss_mib(), 1),
+            recalls=len(window),
+            recall_p50_ms=round(percentile(window, 0.5), 2),
+            recall_p99_ms=round(percentile(window, 0.99), 2),
+        )
+        samples.append(sample)
+        print(
+            f"{sample.t_s:>6} {sample.ingest_per_s:>9} {sample.lag:>7} {sample.rss_mib:>8} "
+            f"{sample.recall_p50_ms:>11} {sample.recall_p99_ms:>8}",
+            flush=True,
+        )
+        last_t, last_indexed, last_recalls = t, counters.indexed, len(counters.latencies_ms)
+    return samples
+
+
+def _summary(
+    samples: list[Sample], maximum: float, rate: float, counters: Counters, args: argparse.Namespace
+) -> dict[str, Any]:
+    late = samples[len(samples) // 2 :]
+    throughput = sum(s.ingest_per_s for s in samples) / max(1, len(samples))
+    return {
+        "embedder": args.embedder,
+        "duration_s": args.duration,
+        "calibrated_max_events_per_s": round(maximum, 1),
+        "target_events_per_s": round(rate, 1),
+        "mean_ingest_events_per_s": round(throughput, 1),
+        "ratio_to_calibrated_max": round(throughput / maximum, 3),
+        "lag_max": max((s.lag for s in samples), default=0),
+        "lag_end": samples[-1].lag if samples else 0,
+        "lag_trend_per_min": round(slope_per_min([(s.t_s, s.lag) for s in late]), 1),
+        "extraction_lag_max": max((s.extraction_lag for s in samples), default=0),
+        "extraction_lag_trend_per_min": round(
+            slope_per_min([(s.t_s, s.extraction_lag) for s in late]), 1
+        ),
+        "rss_start_mib": samples[0].rss_mib if samples else 0,
+        "rss_end_mib": samples[-1].rss_mib if samples else 0,
+        "rss_trend_mib_per_min": round(slope_per_min([(s.t_s, s.rss_mib) for s in late]), 2),
+        "recalls": len(counters.latencies_ms),
+        "recall_p50_ms": round(percentile(counters.latencies_ms, 0.5), 2),
+        "recall_p99_ms": round(percentile(counters.latencies_ms, 0.99), 2),
+        "samples": [asdict(s) for s in samples],
+    }
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--duration", type=float, default=180.0, help="soak seconds")
+    parser.add_argument("--load", type=float, default=0.8, help="share of the calibrated max")
+    parser.add_argument("--calibrate", type=int, default=5_000, help="events in the burst")
+    parser.add_argument("--clients", type=int, default=4, help="concurrent recall clients")
+    parser.add_argument("--think-s", type=float, default=0.05, help="pause between recalls")
+    parser.add_argument("--every", type=float, default=10.0, help="seconds between samples")
+    parser.add_argument("--embedder", choices=["hash", "minilm"], default="hash")
+    parser.add_argument("--json", action="store_true", help="print the summary as JSON")
+    args = parser.parse_args(argv)
+    configure_logging(format="console", level="warning")
+    summary = asyncio.run(soak(args))
+    if args.json:
+        print(json.dumps(summary))
+    else:
+        for name, value in summary.items():
+            if name != "samples":
+                print(f"{name:>32}: {value}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
