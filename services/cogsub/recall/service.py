@@ -368,7 +368,8 @@ def _hit(item: Scored, event: ArchivedEvent) -> MemoryHit:
         event_type=doc.event_type,
         timestamp=doc.timestamp,
         tags=doc.tags,
-        source_event_id=doc.event_id,
+        # A fact extracted from an event points back at that event; anything else is its own.
+        source_event_id=str(structured.get("sourceEventId") or doc.event_id),
         object_storage_key=doc.object_storage_key,
         score=item.final,
         tokens=estimate_tokens(text),

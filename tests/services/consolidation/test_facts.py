@@ -58,6 +58,7 @@ async def test_plain_content_becomes_facts_linked_to_the_source(tmp_path: Path) 
             BANK, RecallRequest(query="where does the sister live", types=[FactType.WORLD])
         )
         assert found.results[0].text == "Caroline's sister lives in Lisbon."
+        assert found.results[0].source_event_id == "turn-1"  # the fact points at its event
 
 
 async def test_a_near_duplicate_is_merged_and_counted_once(tmp_path: Path) -> None:
