@@ -22,7 +22,7 @@ from rich.console import Console
 
 from cogsub.cli.memory import open_client
 from cogsub.runtime import Settings
-from cogsub.runtime.wiring import build_consolidation, open_stack
+from cogsub.runtime.wiring import build_consolidation, consolidation_lag, observed, open_stack
 
 
 def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -82,7 +82,9 @@ async def _work(settings: Settings, console: Console) -> None:
             f"rounds every {settings.consolidation.schedule_s:g} s). Ctrl-C to stop.",
             markup=False,
         )
-        await consolidation.worker.run(stop)
+        await consolidation.worker.prepare()  # the topics exist before their lag is asked
+        async with observed(stack, consolidation_lag(settings), endpoint=True):
+            await consolidation.worker.run(stop)
         console.print("stopped; every polled record is committed or will be redelivered.")
     finally:
         for signum in (signal.SIGINT, signal.SIGTERM):

@@ -32,7 +32,14 @@ from cogsub.cli.publish import print_report, publish_events
 from cogsub.core import EXPERIENCE_RAW
 from cogsub.ingestion import BatchOutcome
 from cogsub.runtime import Settings
-from cogsub.runtime.wiring import RunningApi, build_worker, open_stack, running_api
+from cogsub.runtime.wiring import (
+    RunningApi,
+    build_worker,
+    ingestion_lag,
+    observed,
+    open_stack,
+    running_api,
+)
 
 SAMPLES = Path(__file__).resolve().parents[3] / "samples" / "experience-events.jsonl"
 
@@ -169,8 +176,14 @@ async def _ingest_only(settings: Settings, console: Console) -> None:
             worker = build_worker(stack)
             await stack.prepare()
             await worker.prepare()
-            console.print("ingesting. Ctrl-C to stop.")
-            await worker.run(stop, on_batch=lambda o: _show_batch(console, o))
+
+            def report(outcome: BatchOutcome) -> None:
+                stack.metrics.record_batch(outcome)
+                _show_batch(console, outcome)
+
+            async with observed(stack, ingestion_lag(settings), endpoint=True):
+                console.print("ingesting. Ctrl-C to stop.")
+                await worker.run(stop, on_batch=report)
             console.print("stopped; every acknowledged event is committed or will be redelivered.")
         finally:
             await stack.aclose()

@@ -69,6 +69,7 @@ from cogsub.recall.ranking import (
     rank,
 )
 from cogsub.recall.retain import ProcedureLineage, event_for, new_memory_id
+from cogsub.telemetry.metrics import Metrics
 from cogsub.telemetry.tracing import headers_with_context, tracer
 
 log = structlog.get_logger("cogsub.recall")
@@ -121,7 +122,9 @@ class MemoryService:
         vector_pool: int = 75,
         wait_timeout_s: float = 10.0,
         clock: Callable[[], datetime] = lambda: datetime.now(UTC),
+        metrics: Metrics | None = None,
     ) -> None:
+        self._metrics = metrics
         self._bus = bus
         self._archive = archive
         self._index = index
@@ -159,6 +162,8 @@ class MemoryService:
             await self._bus.publish(
                 EXPERIENCE_RAW, body, key=memory_id.encode(), headers=headers_with_context()
             )
+        if self._metrics is not None:
+            self._metrics.record_retain(request.fact_type)
         recallable = await self._wait_recallable(bank_id, event, timed) if request.wait else False
         return RetainResult(
             memory_id=memory_id,
@@ -190,6 +195,14 @@ class MemoryService:
 
     async def recall(self, bank_id: str, request: RecallRequest) -> RecallResponse:
         """The best memories of ``bank_id`` for ``request.query``, with score breakdowns."""
+        if self._metrics is None:
+            return await self._recall(bank_id, request)
+        with self._metrics.timed_recall() as timing:
+            response = await self._recall(bank_id, request)
+            timing.results = len(response.results)
+        return response
+
+    async def _recall(self, bank_id: str, request: RecallRequest) -> RecallResponse:
         filters = SearchFilters(
             bank_id=bank_id,
             fact_types=frozenset(request.types) if request.types is not None else None,

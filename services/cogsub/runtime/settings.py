@@ -88,6 +88,16 @@ class ConsolidationSettings(BaseModel):
     epoch_hours: float = Field(default=24.0, gt=0)
 
 
+class MetricsSettings(BaseModel):
+    """Where a worker-only process serves ``/metrics`` (an API serves it on its own port)."""
+
+    host: str = "127.0.0.1"
+    port: int = Field(default=0, ge=0, le=65_535, description="0: no endpoint (compose sets 9464)")
+    lag_interval_s: float = Field(
+        default=15.0, ge=1.0, le=3_600, description="seconds between consumer-lag samples"
+    )
+
+
 class ApiSettings(BaseModel):
     """The HTTP API: where it listens, who may call it, and how big a request may be.
 
@@ -142,6 +152,7 @@ class Settings(BaseSettings):
     consolidation: ConsolidationSettings = Field(default_factory=ConsolidationSettings)
     ranking: RankingSettings = Field(default_factory=RankingSettings)
     api: ApiSettings = Field(default_factory=ApiSettings)
+    metrics: MetricsSettings = Field(default_factory=MetricsSettings)
 
     @property
     def bus_path(self) -> Path:

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import timedelta
 from pathlib import Path
@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Literal
 from cogsub.archive.ports import ArchiveStore
 from cogsub.bus.ports import EventBus
 from cogsub.core.errors import ConfigurationError
+from cogsub.core.topics import CONSOLIDATION_REQUEST, EXPERIENCE_ENRICHED, EXPERIENCE_RAW
 from cogsub.embeddings.ports import Embedder
 from cogsub.index.ports import MemoryIndex
 from cogsub.runtime.settings import (
@@ -26,6 +27,8 @@ from cogsub.runtime.settings import (
     IngestionSettings,
     Settings,
 )
+from cogsub.telemetry.lag import LagSampler, LagTarget
+from cogsub.telemetry.metrics import Metrics
 
 if TYPE_CHECKING:  # the API, worker and service load only in the processes that run them
     from fastapi import FastAPI
@@ -40,7 +43,7 @@ if TYPE_CHECKING:  # the API, worker and service load only in the processes that
 
 @dataclass
 class Stack:
-    """The four ports a worker or the API runs on, owned together."""
+    """The four ports a worker or the API runs on, owned together, and the process's metrics."""
 
     settings: Settings
     bus: EventBus
@@ -48,6 +51,7 @@ class Stack:
     index: MemoryIndex
     embedder: Embedder
     bootstrap: list[Callable[[], Awaitable[None]]] = field(default_factory=list)
+    metrics: Metrics = field(default_factory=Metrics)
 
     @property
     def messaging_system(self) -> str:
@@ -297,6 +301,7 @@ def build_worker(stack: Stack) -> IngestionWorker:
         batch_size=ingestion.batch_size,
         poll_timeout_s=ingestion.poll_timeout_s,
         messaging_system=stack.messaging_system,
+        observer=stack.metrics.stage_observer(),
     )
 
 
@@ -326,10 +331,14 @@ class Consolidation:
     rounds: ConsolidationRound
     worker: ConsolidationWorker
     extractor: FactExtractor | None
+    on_round: Callable[[ConsolidationReport], None] | None = None
 
     async def run_round(self, bank_id: str) -> ConsolidationReport:
         await self.worker.prepare()
-        return await self.rounds.run(bank_id)
+        report = await self.rounds.run(bank_id)
+        if self.on_round is not None:  # a round asked for over the API counts like any other
+            self.on_round(report)
+        return report
 
     async def aclose(self) -> None:
         if self.extractor is not None:
@@ -365,6 +374,10 @@ def build_consolidation(stack: Stack) -> Consolidation:
         archive=stack.archive, index=stack.index, writer=writer, policy=policy
     )
     extractor = build_extractor(tuning)
+    if extractor is not None:
+        from cogsub.telemetry.metered import MeteredExtractor
+
+        extractor = MeteredExtractor(extractor, stack.metrics)
     facts = (
         FactStage(
             archive=stack.archive,
@@ -384,8 +397,56 @@ def build_consolidation(stack: Stack) -> Consolidation:
         group=tuning.group,
         schedule_s=tuning.schedule_s,
         poll_timeout_s=stack.settings.ingestion.poll_timeout_s,
+        on_round=stack.metrics.record_round,
     )
-    return Consolidation(rounds=rounds, worker=worker, extractor=extractor)
+    return Consolidation(
+        rounds=rounds, worker=worker, extractor=extractor, on_round=stack.metrics.record_round
+    )
+
+
+def ingestion_lag(settings: Settings) -> list[LagTarget]:
+    """What the ingestion group reads."""
+    return [LagTarget(EXPERIENCE_RAW, settings.ingestion.group)]
+
+
+def consolidation_lag(settings: Settings) -> list[LagTarget]:
+    """What the consolidation group reads."""
+    group = settings.consolidation.group
+    return [LagTarget(EXPERIENCE_ENRICHED, group), LagTarget(CONSOLIDATION_REQUEST, group)]
+
+
+@contextlib.asynccontextmanager
+async def observed(
+    stack: Stack, lag: Sequence[LagTarget], *, endpoint: bool
+) -> AsyncIterator[None]:
+    """Sample ``lag`` into the stack's metrics and, with ``endpoint``, serve ``/metrics``.
+
+    The endpoint is for processes without an API (``COGSUB_METRICS__PORT``, 0: off).
+    Use it inside the stack's lifetime: the sampler is stopped before the bus closes.
+    """
+    from cogsub.telemetry.metrics_server import serve_metrics
+
+    tuning = stack.settings.metrics
+    server = (
+        serve_metrics(stack.metrics, host=tuning.host, port=tuning.port)
+        if endpoint and tuning.port
+        else None
+    )
+    stop = asyncio.Event()
+    sampler = LagSampler(
+        bus=stack.bus, metrics=stack.metrics, targets=lag, interval_s=tuning.lag_interval_s
+    )
+    sampling = asyncio.create_task(sampler.run(stop)) if lag else None
+    try:
+        yield
+    finally:
+        stop.set()
+        try:
+            if sampling is not None:
+                await sampling
+        finally:
+            if server is not None:
+                await server.aclose()
 
 
 def build_app(
@@ -406,6 +467,7 @@ def build_app(
         limits=ApiLimits(max_body_bytes=stack.settings.api.max_body_bytes),
         readiness=index_answers,
         consolidate=consolidation.run_round if consolidation is not None else None,
+        metrics=stack.metrics,
     )
 
 
@@ -448,6 +510,13 @@ async def running_api(
     keys = build_api_keys(settings.api)  # a settings mistake fails before anything opens
     stack = open_stack(settings, embedder=embedder)
     stop = asyncio.Event()
+    metrics = stack.metrics
+
+    def report(outcome: BatchOutcome) -> None:
+        metrics.record_batch(outcome)
+        if on_batch is not None:
+            on_batch(outcome)
+
     worker_task: asyncio.Task[None] | None = None
     consolidation_task: asyncio.Task[None] | None = None
     service: MemoryService | None = None
@@ -459,7 +528,7 @@ async def running_api(
         consolidation = build_consolidation(stack)
         await consolidation.worker.prepare()
         if with_worker:
-            worker_task = asyncio.create_task(worker.run(stop, on_batch=on_batch))
+            worker_task = asyncio.create_task(worker.run(stop, on_batch=report))
             consolidation_task = asyncio.create_task(consolidation.worker.run(stop))
         ranking = settings.ranking
         policy = RankingPolicy(
@@ -473,9 +542,12 @@ async def running_api(
             index=stack.index,
             embedder=stack.embedder,
             policy=policy,
+            metrics=metrics,
         )
         app = build_app(stack, service, keys, consolidation)
-        yield RunningApi(stack, service, app, keys, worker_task, consolidation_task)
+        lag = [*ingestion_lag(settings), *consolidation_lag(settings)] if with_worker else []
+        async with observed(stack, lag, endpoint=False):
+            yield RunningApi(stack, service, app, keys, worker_task, consolidation_task)
     finally:
         stop.set()
         try:
