@@ -241,7 +241,9 @@ class LLMExtractor:
         self._backoff_max_s = backoff_max_s
         self._owns_client = client is None
         self._client = client if client is not None else httpx.AsyncClient()
-        self._headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
+        # httpx.Headers, not a dict: its repr masks the key wherever it is printed
+        # (a traceback renderer showing the locals of httpx's own frames, a debugger).
+        self._headers = httpx.Headers({"Authorization": f"Bearer {api_key}"} if api_key else {})
 
     @property
     def name(self) -> str:

@@ -6,6 +6,7 @@ Importing this package never imports the services.
 """
 
 from cogsub.core.memory import (
+    ConsolidationReport,
     MemoryHit,
     MemoryRecord,
     RecallResponse,
@@ -13,12 +14,18 @@ from cogsub.core.memory import (
     RetainResult,
     ScoreBreakdown,
 )
+from cogsub.sdk._base import FeedbackResult, ForgetBankResult, ForgetResult, ImportResult
 from cogsub.sdk._errors import AuthenticationError, PermissionDeniedError, ServerError
 from cogsub.sdk.client import AsyncMemoryClient, MemoryClient
 
 __all__ = [
     "AsyncMemoryClient",
     "AuthenticationError",
+    "ConsolidationReport",
+    "FeedbackResult",
+    "ForgetBankResult",
+    "ForgetResult",
+    "ImportResult",
     "MemoryClient",
     "MemoryHit",
     "MemoryRecord",

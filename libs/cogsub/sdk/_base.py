@@ -37,9 +37,12 @@ M = TypeVar("M", bound=BaseModel)
 
 DEFAULT_TIMEOUT_S = 30.0
 USER_AGENT = "cogsub-sdk/0.1"
+ACTOR_HEADER = "X-Cogsub-Actor"
+JSON_LINES = "application/x-ndjson"
 TextBlockKind = Literal["reasoning", "preference", "correction", "profile"]
 ContextArg = RetainContext | Mapping[str, str | None] | None
 TimeArg = datetime | str | None
+LinesArg = str | bytes | Iterable[str | bytes]
 
 _SAFE_ID: TypeAdapter[str] = TypeAdapter(SafeId)
 # Where each typed block is sent; profile is a single resource per bank, hence PUT.
@@ -60,6 +63,61 @@ class FeedbackResult(BaseModel):
     updated: int
 
 
+class ForgetResult(BaseModel):
+    """What ``forget`` erased: the memory first, then what was derived from its content."""
+
+    model_config = ConfigDict(extra="ignore", frozen=True)
+
+    bank_id: str
+    memory_id: str
+    forgotten: list[str]
+    index_documents: int
+    archive_objects: int
+    audit_key: str
+    resumed: bool = False
+
+
+class ForgetBankResult(BaseModel):
+    """What ``forget_bank`` erased, and where its audit record is."""
+
+    model_config = ConfigDict(extra="ignore", frozen=True)
+
+    bank_id: str
+    index_documents: int
+    memory_objects: int
+    consolidation_objects: int
+    audit_key: str
+    resumed: bool = False
+    complete: bool = True
+
+
+class ImportProblem(BaseModel):
+    """One line an import did not take: a ``conflict`` or an ``invalid`` line."""
+
+    model_config = ConfigDict(extra="ignore", frozen=True)
+
+    line: int
+    key: str | None
+    problem: str
+    reason: str
+
+
+class ImportResult(BaseModel):
+    """What ``import_bank`` wrote, found present, refused; ``complete`` if the file was whole."""
+
+    model_config = ConfigDict(extra="ignore", frozen=True)
+
+    bank_id: str
+    lines: int
+    imported: int
+    present: int
+    conflicts: int
+    invalid: int
+    indexed: int
+    complete: bool
+    problems: list[ImportProblem] = []
+
+
 @dataclass(frozen=True)
 class Call(Generic[M]):
     """One request to send and the model its successful answer is read into."""
@@ -68,6 +126,9 @@ class Call(Generic[M]):
     path: str
     json: dict[str, Any] | None
     result: type[M]
+    params: Mapping[str, str] | None = None
+    content: bytes | None = None
+    headers: Mapping[str, str] | None = None
 
     def parse(self, response: httpx.Response) -> M:
         """The answer as ``result``, or the domain error the server reported."""
@@ -124,11 +185,17 @@ class _BaseClient:
     """Configuration and the I/O-free half of every call."""
 
     def __init__(
-        self, base_url: str, *, api_key: str | None = None, timeout: float = DEFAULT_TIMEOUT_S
+        self,
+        base_url: str,
+        *,
+        api_key: str | None = None,
+        timeout: float = DEFAULT_TIMEOUT_S,
+        actor: str | None = None,
     ) -> None:
         self.base_url = base_url.rstrip("/")
         self.timeout = timeout
         self._api_key = api_key
+        self._actor = actor
 
     def __repr__(self) -> str:
         # Never the key: a repr ends up in logs and tracebacks.
@@ -138,6 +205,8 @@ class _BaseClient:
         headers = {"User-Agent": USER_AGENT, "Accept": "application/json"}
         if self._api_key is not None:
             headers["Authorization"] = f"Bearer {self._api_key}"
+        if self._actor is not None:
+            headers[ACTOR_HEADER] = self._actor
         return headers
 
     def _retain_call(
@@ -269,3 +338,32 @@ class _BaseClient:
     def _get_memory_call(self, bank_id: str, memory_id: str) -> Call[MemoryRecord]:
         path = _bank_path(bank_id, "memories", _segment("memory_id", memory_id))
         return Call("GET", path, None, MemoryRecord)
+
+    def _forget_call(self, bank_id: str, memory_id: str) -> Call[ForgetResult]:
+        path = _bank_path(bank_id, "memories", _segment("memory_id", memory_id))
+        return Call("DELETE", path, None, ForgetResult)
+
+    def _forget_bank_call(self, bank_id: str, confirm: str) -> Call[ForgetBankResult]:
+        path = _bank_path(bank_id)
+        if confirm != bank_id:
+            raise InvalidInputError(
+                [FieldProblem("confirm", f"must be the bank id {bank_id!r} to forget the bank")]
+            )
+        return Call("DELETE", path, None, ForgetBankResult, params={"confirm": confirm})
+
+    def _export_path(self, bank_id: str) -> str:
+        return _bank_path(bank_id, "export")
+
+    def _import_call(self, bank_id: str, lines: LinesArg) -> Call[ImportResult]:
+        path = _bank_path(bank_id, "import")
+        if isinstance(lines, str):
+            body = lines.encode()
+        elif isinstance(lines, bytes):
+            body = lines
+        else:
+            body = b"\n".join(
+                line.rstrip(b"\r\n") if isinstance(line, bytes) else line.rstrip("\r\n").encode()
+                for line in lines
+            )
+        headers = {"Content-Type": JSON_LINES}
+        return Call("POST", path, None, ImportResult, content=body, headers=headers)

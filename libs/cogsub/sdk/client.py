@@ -8,7 +8,7 @@ event loop); use ``AsyncMemoryClient`` there.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import AsyncIterator, Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import Literal, TypeVar
 
@@ -17,13 +17,25 @@ from pydantic import BaseModel
 
 from cogsub.core.events import FactType
 from cogsub.core.memory import ConsolidationReport, MemoryRecord, RecallResponse, RetainResult
-from cogsub.sdk._base import DEFAULT_TIMEOUT_S, Call, ContextArg, TimeArg, _BaseClient
-from cogsub.sdk._errors import mapped_transport_errors
+from cogsub.sdk._base import (
+    DEFAULT_TIMEOUT_S,
+    JSON_LINES,
+    Call,
+    ContextArg,
+    ForgetBankResult,
+    ForgetResult,
+    ImportResult,
+    LinesArg,
+    TimeArg,
+    _BaseClient,
+)
+from cogsub.sdk._errors import error_for, mapped_transport_errors
 
 M = TypeVar("M", bound=BaseModel)
 EmbedderKind = Literal["minilm", "hash"]
 FeedbackSignalArg = Literal["returned", "used", "helpful"]
 EMBEDDED_URL = "http://embedded.cogsub"
+EMBEDDED_ACTOR = "sdk-embedded"
 
 
 class MemoryClient(_BaseClient):
@@ -34,6 +46,8 @@ class MemoryClient(_BaseClient):
         api_key: Sent as ``Authorization: Bearer``; never logged or shown in ``repr``.
         timeout: Seconds for each request (connect, read, write).
         transport: An httpx transport to send through instead of the network.
+        actor: Who the audit records of ``forget`` name when the API requires no keys
+            (with keys, the server names the key); a short label such as ``billing-bot``.
     """
 
     def __init__(
@@ -43,8 +57,9 @@ class MemoryClient(_BaseClient):
         api_key: str | None = None,
         timeout: float = DEFAULT_TIMEOUT_S,
         transport: httpx.BaseTransport | None = None,
+        actor: str | None = None,
     ) -> None:
-        super().__init__(base_url, api_key=api_key, timeout=timeout)
+        super().__init__(base_url, api_key=api_key, timeout=timeout, actor=actor)
         self._http = httpx.Client(
             base_url=self.base_url, headers=self._headers(), timeout=timeout, transport=transport
         )
@@ -62,11 +77,18 @@ class MemoryClient(_BaseClient):
         from cogsub.sdk.embedded import EmbeddedTransport
 
         settings = embedded_settings(Path(data_dir), embedder=embedder)
-        return cls(EMBEDDED_URL, transport=EmbeddedTransport(settings))
+        return cls(EMBEDDED_URL, transport=EmbeddedTransport(settings), actor=EMBEDDED_ACTOR)
 
     def _send(self, call: Call[M]) -> M:
         with mapped_transport_errors():
-            response = self._http.request(call.method, call.path, json=call.json)
+            response = self._http.request(
+                call.method,
+                call.path,
+                json=call.json,
+                params=call.params,
+                content=call.content,
+                headers=call.headers,
+            )
         return call.parse(response)
 
     def retain(
@@ -244,6 +266,45 @@ class MemoryClient(_BaseClient):
         """Reinforce recalled memories (returned / used / helpful); returns how many."""
         return self._send(self._feedback_call(bank_id, memory_ids, signal)).updated
 
+    def forget(self, bank_id: str, memory_id: str) -> ForgetResult:
+        """Forget a memory, and what was derived from its content, for good.
+
+        Gone from recall at once; an audit record names the caller, the ids and the
+        counts, never the text. NotFoundError if the bank does not hold it (any more).
+        """
+        return self._send(self._forget_call(bank_id, memory_id))
+
+    def forget_bank(self, bank_id: str, *, confirm: str) -> ForgetBankResult:
+        """Forget every memory of ``bank_id``; ``confirm`` must repeat the bank id."""
+        return self._send(self._forget_bank_call(bank_id, confirm))
+
+    def export_bank(self, bank_id: str) -> Iterator[str]:
+        """The bank as JSON lines (header, objects, trailer), streamed as they come.
+
+        ``with open("bank.jsonl", "w") as f: f.writelines(f"{line}\\n" for line in
+        cm.export_bank("alice"))``. A stream without the trailer line was cut short.
+        """
+        return self._lines(self._export_path(bank_id))
+
+    def _lines(self, path: str) -> Iterator[str]:
+        with (
+            mapped_transport_errors(),
+            self._http.stream("GET", path, headers={"Accept": JSON_LINES}) as response,
+        ):
+            if response.status_code >= 400:
+                raise error_for(response.status_code, response.read())
+            for line in response.iter_lines():
+                if line:
+                    yield line
+
+    def import_bank(self, bank_id: str, lines: LinesArg) -> ImportResult:
+        """Import an export of ``bank_id`` (its lines, or the whole text); never overwrites.
+
+        The body is one request, so the server's body limit applies; `cogsub import`
+        has no such limit.
+        """
+        return self._send(self._import_call(bank_id, lines))
+
     def close(self) -> None:
         """Close connections (and stop the embedded stack, if this client runs one)."""
         self._http.close()
@@ -269,8 +330,9 @@ class AsyncMemoryClient(_BaseClient):
         api_key: str | None = None,
         timeout: float = DEFAULT_TIMEOUT_S,
         transport: httpx.AsyncBaseTransport | None = None,
+        actor: str | None = None,
     ) -> None:
-        super().__init__(base_url, api_key=api_key, timeout=timeout)
+        super().__init__(base_url, api_key=api_key, timeout=timeout, actor=actor)
         self._http = httpx.AsyncClient(
             base_url=self.base_url, headers=self._headers(), timeout=timeout, transport=transport
         )
@@ -286,11 +348,18 @@ class AsyncMemoryClient(_BaseClient):
         from cogsub.sdk.embedded import AsyncEmbeddedTransport
 
         settings = embedded_settings(Path(data_dir), embedder=embedder)
-        return cls(EMBEDDED_URL, transport=AsyncEmbeddedTransport(settings))
+        return cls(EMBEDDED_URL, transport=AsyncEmbeddedTransport(settings), actor=EMBEDDED_ACTOR)
 
     async def _send(self, call: Call[M]) -> M:
         with mapped_transport_errors():
-            response = await self._http.request(call.method, call.path, json=call.json)
+            response = await self._http.request(
+                call.method,
+                call.path,
+                json=call.json,
+                params=call.params,
+                content=call.content,
+                headers=call.headers,
+            )
         return call.parse(response)
 
     async def retain(
@@ -438,6 +507,31 @@ class AsyncMemoryClient(_BaseClient):
     ) -> int:
         """Reinforce recalled memories (returned / used / helpful); returns how many."""
         return (await self._send(self._feedback_call(bank_id, memory_ids, signal))).updated
+
+    async def forget(self, bank_id: str, memory_id: str) -> ForgetResult:
+        """Forget a memory and what was derived from it (see ``MemoryClient.forget``)."""
+        return await self._send(self._forget_call(bank_id, memory_id))
+
+    async def forget_bank(self, bank_id: str, *, confirm: str) -> ForgetBankResult:
+        """Forget every memory of ``bank_id``; ``confirm`` must repeat the bank id."""
+        return await self._send(self._forget_bank_call(bank_id, confirm))
+
+    def export_bank(self, bank_id: str) -> AsyncIterator[str]:
+        """The bank as JSON lines, streamed: ``async for line in cm.export_bank(bank)``."""
+        return self._lines(self._export_path(bank_id))
+
+    async def _lines(self, path: str) -> AsyncIterator[str]:
+        with mapped_transport_errors():
+            async with self._http.stream("GET", path, headers={"Accept": JSON_LINES}) as response:
+                if response.status_code >= 400:
+                    raise error_for(response.status_code, await response.aread())
+                async for line in response.aiter_lines():
+                    if line:
+                        yield line
+
+    async def import_bank(self, bank_id: str, lines: LinesArg) -> ImportResult:
+        """Import an export of ``bank_id`` (see ``MemoryClient.import_bank``)."""
+        return await self._send(self._import_call(bank_id, lines))
 
     async def aclose(self) -> None:
         """Close connections (and stop the embedded stack, if this client runs one)."""

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib.util
 import logging
 import sys
 from collections.abc import Callable
@@ -25,7 +26,9 @@ def configure_logging(
         format == "auto" and hasattr(out, "isatty") and out.isatty()
     )
     renderer: structlog.types.Processor = (
-        structlog.dev.ConsoleRenderer(colors=use_console and format != "json")
+        structlog.dev.ConsoleRenderer(
+            colors=use_console and format != "json", exception_formatter=_traceback_formatter()
+        )
         if use_console
         else structlog.processors.JSONRenderer()
     )
@@ -46,6 +49,18 @@ def configure_logging(
         cache_logger_on_first_use=False,
     )
     logging.basicConfig(level=max(numeric, logging.WARNING), stream=out)  # type: ignore[arg-type]
+
+
+def _traceback_formatter() -> structlog.typing.ExceptionRenderer:
+    """Tracebacks without local variables.
+
+    rich's formatter prints every frame's locals by default, and frames hold
+    secrets: httpx's ``post`` frame keeps the request headers (a bearer key) as a
+    plain dict. Only the frames and the exception chain's messages are shown.
+    """
+    if importlib.util.find_spec("rich") is not None:
+        return structlog.dev.RichTracebackFormatter(show_locals=False)
+    return structlog.dev.plain_traceback
 
 
 def _factory(stream: object) -> Callable[..., structlog.PrintLogger]:

@@ -88,6 +88,7 @@ BANK_ERRORS: dict[int | str, dict[str, Any]] = {
     403: _described("The API key does not grant this bank"),
     413: _described("The request body is over the limit"),
     422: _described("A field breaks a rule; `problems` names each field and rule"),
+    429: _described("Over this key's request rate; retry after `Retry-After` seconds"),
     503: _described("A backend is briefly unavailable; retry after `Retry-After` seconds"),
 }
 

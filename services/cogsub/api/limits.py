@@ -25,6 +25,8 @@ class ApiLimits:
 
     max_body_bytes: int = DEFAULT_MAX_BODY_BYTES
     readiness_timeout_s: float = 2.0
+    rate_limit_per_s: float | None = None
+    rate_limit_burst: int = 100
 
 
 class BodyLimitMiddleware:

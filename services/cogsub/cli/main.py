@@ -25,7 +25,12 @@ from cogsub.core import CogsubError
 from cogsub.runtime import Settings
 from cogsub.telemetry import configure_logging, configure_tracing
 
-PLUGIN_MODULES = ("cogsub.cli.eval", "cogsub.cli.replay", "cogsub.cli.consolidate")
+PLUGIN_MODULES = (
+    "cogsub.cli.eval",
+    "cogsub.cli.replay",
+    "cogsub.cli.consolidate",
+    "cogsub.cli.lifecycle",
+)
 Handler = Callable[[argparse.Namespace, Settings, Console], int]
 
 

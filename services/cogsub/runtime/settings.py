@@ -6,10 +6,11 @@ Only entrypoints build it; libraries take explicit arguments. Nested fields use
 
 from __future__ import annotations
 
+import hashlib
 from pathlib import Path
 from typing import Literal
 
-from pydantic import BaseModel, Field, SecretStr
+from pydantic import BaseModel, Field, SecretStr, field_serializer, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 
@@ -118,6 +119,29 @@ class ApiSettings(BaseModel):
     client_key: SecretStr | None = Field(
         default=None, description="the key `cogsub retain/recall` send to the API"
     )
+    rate_limit_per_s: float | None = Field(
+        default=50.0, gt=0, description="requests per second per API key (None: no limit)"
+    )
+    rate_limit_burst: int = Field(default=100, ge=1, le=100_000)
+
+    @field_validator("keys", mode="before")
+    @classmethod
+    def _keys_shape(cls, value: object) -> object:
+        # Checked here, by position, so that a malformed grant never echoes the key
+        # itself in the validation error (pydantic would name it as the location).
+        if isinstance(value, dict):
+            for n, banks in enumerate(value.values(), start=1):
+                if not isinstance(banks, list) or not all(isinstance(b, str) for b in banks):
+                    raise ValueError(f"API key #{n} must map to a list of bank ids")
+        return value
+
+    @field_serializer("keys")
+    def _keys_hashed(self, keys: dict[str, list[str]]) -> dict[str, list[str]]:
+        # A dump stays usable (auth accepts "sha256:<hex>") without carrying a key.
+        return {
+            k if k.startswith("sha256:") else "sha256:" + hashlib.sha256(k.encode()).hexdigest(): v
+            for k, v in keys.items()
+        }
 
     @property
     def url(self) -> str:
@@ -137,7 +161,10 @@ class Settings(BaseSettings):
     """Everything a Cognitive Substrate process can be told from outside."""
 
     model_config = SettingsConfigDict(
-        env_prefix="COGSUB_", env_nested_delimiter="__", extra="ignore"
+        env_prefix="COGSUB_",
+        env_nested_delimiter="__",
+        extra="ignore",
+        hide_input_in_errors=True,  # inputs may be keys or passwords
     )
 
     backend: Literal["embedded", "distributed"] = "embedded"

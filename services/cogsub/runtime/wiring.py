@@ -457,6 +457,7 @@ def build_app(
 ) -> FastAPI:
     """The HTTP API over ``service``, with ``keys``, limits and a readiness probe of the index."""
     from cogsub.api import ApiLimits, create_app
+    from cogsub.lifecycle import Lifecycle
 
     async def index_answers() -> None:
         await stack.index.count(READINESS_BANK)
@@ -464,10 +465,18 @@ def build_app(
     return create_app(
         service=service,
         auth=keys,
-        limits=ApiLimits(max_body_bytes=stack.settings.api.max_body_bytes),
+        limits=ApiLimits(
+            max_body_bytes=stack.settings.api.max_body_bytes,
+            # Loopback use without keys is one trusted caller: no rate to keep.
+            rate_limit_per_s=stack.settings.api.rate_limit_per_s if keys is not None else None,
+            rate_limit_burst=stack.settings.api.rate_limit_burst,
+        ),
         readiness=index_answers,
         consolidate=consolidation.run_round if consolidation is not None else None,
         metrics=stack.metrics,
+        lifecycle=Lifecycle(
+            archive=stack.archive, index=stack.index, dimension=stack.embedder.dimension
+        ),
     )
 
 

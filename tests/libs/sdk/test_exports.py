@@ -12,6 +12,11 @@ def test_public_names_are_pinned_and_sorted() -> None:
     assert cogsub.sdk.__all__ == [
         "AsyncMemoryClient",
         "AuthenticationError",
+        "ConsolidationReport",
+        "FeedbackResult",
+        "ForgetBankResult",
+        "ForgetResult",
+        "ImportResult",
         "MemoryClient",
         "MemoryHit",
         "MemoryRecord",
