@@ -5,7 +5,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-stamp
 BACKEND ?= embedded
 
-.PHONY: setup run demo test test-fast test-all lint typecheck format bench-ingest bench-recall bench-adapters experiments clean up down
+.PHONY: setup run demo test test-fast test-all lint typecheck format bench-ingest bench-recall bench-adapters bench-soak faults experiments clean up down
 
 setup: $(STAMP)
 
@@ -57,6 +57,14 @@ down:
 
 bench-recall: setup
 	$(BIN)/python -m benchmarks.recall
+
+# A few minutes of producers at 80 % of the calibrated maximum with recall alongside.
+bench-soak: setup
+	$(BIN)/python -m benchmarks.soak
+
+# Outages of the object store, the index and the broker, SIGKILLs, a full disk.
+faults: setup
+	$(BIN)/python -m benchmarks.faults
 
 experiments: setup
 	$(BIN)/python -m benchmarks.experiments
