@@ -157,19 +157,22 @@ async def soak(args: argparse.Namespace) -> dict[str, Any]:
         settings = embedded_settings(Path(tmp), embedder=args.embedder)
         counters = Counters()
         async with running_api(settings, with_worker=True, on_batch=counters.on_batch) as running:
-            maximum = await calibrate(running, counters, args.calibrate)
-            rate = args.load * maximum
-            print(
-                f"calibrated maximum {maximum:.0f} events/s; soaking at {rate:.0f} events/s "
-                f"for {args.duration:.0f} s with {args.clients} recall clients",
-                flush=True,
-            )
             stop = asyncio.Event()
-            tasks = [asyncio.create_task(produce(running, counters, rate, stop))]
-            tasks += [
+            # The recall clients run from the start: the maximum is measured under the same
+            # recall load the soak then adds its producers to.
+            tasks = [
                 asyncio.create_task(recall_client(running, counters, i, args.think_s, stop))
                 for i in range(args.clients)
             ]
+            maximum = await calibrate(running, counters, args.calibrate)
+            counters.latencies_ms.clear()
+            rate = args.load * maximum
+            print(
+                f"calibrated maximum {maximum:.0f} events/s (with {args.clients} recall clients); "
+                f"soaking at {rate:.0f} events/s for {args.duration:.0f} s",
+                flush=True,
+            )
+            tasks.append(asyncio.create_task(produce(running, counters, rate, stop)))
             samples = await _sample(running, counters, settings.ingestion.group, args)
             stop.set()
             await asyncio.gather(*tasks)
@@ -251,8 +254,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--duration", type=float, default=180.0, help="soak seconds")
     parser.add_argument("--load", type=float, default=0.8, help="share of the calibrated max")
     parser.add_argument("--calibrate", type=int, default=5_000, help="events in the burst")
-    parser.add_argument("--clients", type=int, default=4, help="concurrent recall clients")
-    parser.add_argument("--think-s", type=float, default=0.05, help="pause between recalls")
+    parser.add_argument("--clients", type=int, default=2, help="concurrent recall clients")
+    parser.add_argument("--think-s", type=float, default=0.1, help="pause between recalls")
     parser.add_argument("--every", type=float, default=10.0, help="seconds between samples")
     parser.add_argument("--embedder", choices=["hash", "minilm"], default="hash")
     parser.add_argument("--json", action="store_true", help="print the summary as JSON")

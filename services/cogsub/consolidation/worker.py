@@ -20,7 +20,7 @@ from collections.abc import Callable
 import structlog
 from pydantic import TypeAdapter, ValidationError
 
-from cogsub.bus.ports import EventBus, Record
+from cogsub.bus.ports import Consumer, EventBus, Record
 from cogsub.consolidation.facts import FactStage
 from cogsub.consolidation.round import ConsolidationRound
 from cogsub.core.errors import CogsubError, FieldProblem, InvalidInputError, NotFoundError
@@ -73,6 +73,7 @@ class ConsolidationWorker:
         schedule_s: float = 300.0,
         poll_timeout_s: float = 0.5,
         batch_size: int = 64,
+        linger_s: float = 0.25,
         on_round: Callable[[ConsolidationReport], None] | None = None,
     ) -> None:
         self._bus = bus
@@ -82,6 +83,7 @@ class ConsolidationWorker:
         self._schedule_s = schedule_s
         self._poll_timeout_s = poll_timeout_s
         self._batch_size = batch_size
+        self._linger_s = linger_s
         self._on_round = on_round
         self._pending_banks: set[str] = set()
 
@@ -97,9 +99,7 @@ class ConsolidationWorker:
         next_round = time.monotonic() + self._schedule_s
         try:
             while not stop.is_set():
-                records = await consumer.poll(
-                    max_records=self._batch_size, timeout_s=self._poll_timeout_s
-                )
+                records = await self._gather(consumer, stop)
                 extracting = [r for r in records if r.topic == EXPERIENCE_ENRICHED]
                 if extracting:
                     await self._until_extracted(extracting, stop)
@@ -113,6 +113,23 @@ class ConsolidationWorker:
                     next_round = time.monotonic() + self._schedule_s
         finally:
             await consumer.close()
+
+    async def _gather(self, consumer: Consumer, stop: asyncio.Event) -> list[Record]:
+        """A poll, topped up for up to ``linger_s`` so a trickle still makes a full batch.
+
+        Extraction is not on anyone's answer path, and its writes cost a sync per batch
+        whatever the batch's size: waiting a moment for more is what keeps up under load.
+        """
+        records = await consumer.poll(max_records=self._batch_size, timeout_s=self._poll_timeout_s)
+        deadline = time.monotonic() + self._linger_s
+        while records and len(records) < self._batch_size and not stop.is_set():
+            left = deadline - time.monotonic()
+            if left <= 0:
+                break
+            records += await consumer.poll(
+                max_records=self._batch_size - len(records), timeout_s=left
+            )
+        return records
 
     async def scheduled_round(self) -> list[ConsolidationReport]:
         """A round for each bank that received facts since the last scheduled round."""
