@@ -16,6 +16,7 @@ import argparse
 import asyncio
 import json
 import random
+import resource
 import sys
 import tempfile
 import time
@@ -106,21 +107,37 @@ async def pipeline_rate(settings: Settings, events: list[dict[str, Any]]) -> dic
             if done >= len(events):
                 stop.set()
 
+        before = resource.getrusage(resource.RUSAGE_SELF)
         started = time.perf_counter()
         await worker.run(stop, on_batch=count)
         ingest_s = time.perf_counter() - started
-        return {"events_per_s": len(events) / ingest_s, "publish_per_s": len(events) / publish_s}
+        after = resource.getrusage(resource.RUSAGE_SELF)
+        return {
+            "events_per_s": len(events) / ingest_s,
+            "publish_per_s": len(events) / publish_s,
+            # Where the worker's CPU went: the kernel share is mostly file creation.
+            "user_ms_per_event": (after.ru_utime - before.ru_utime) * 1000 / len(events),
+            "sys_ms_per_event": (after.ru_stime - before.ru_stime) * 1000 / len(events),
+        }
     finally:
         await stack.aclose()
 
 
-async def bench_embedded(count: int, embedders: Sequence[str]) -> list[dict[str, Any]]:
+async def bench_embedded(
+    count: int, embedders: Sequence[str], workdir: Path | None = None
+) -> list[dict[str, Any]]:
+    """Each embedder's run in a fresh data directory under ``workdir`` (default: the temp dir).
+
+    The archive creates one file per event, and on ext4 a file's creation costs
+    more where many files were deleted in the last minutes (the allocator steps
+    over recently freed inodes), so where the data lives moves the figure.
+    """
     events = make_events(count)
     texts = [e["input"]["text"] for e in events]
     rows = []
     for kind in embedders:
-        with tempfile.TemporaryDirectory(prefix="cogsub-bench-") as tmp:
-            settings = Settings(data_dir=Path(tmp), embedder={"kind": kind})  # type: ignore[arg-type]
+        with tempfile.TemporaryDirectory(prefix="cogsub-bench-", dir=workdir) as tmp:
+            settings = Settings(data_dir=Path(tmp), embedder={"kind": kind})
             bare_embedder = build_embedder(settings.embedder)
             try:
                 bare = await bare_embedder_rate(bare_embedder, texts)
@@ -136,6 +153,8 @@ async def bench_embedded(count: int, embedders: Sequence[str]) -> list[dict[str,
                 "bare_embedder_texts_per_s": round(bare, 1),
                 "ratio": round(measured["events_per_s"] / bare, 3),
                 "publish_events_per_s": round(measured["publish_per_s"], 1),
+                "worker_user_ms_per_event": round(measured["user_ms_per_event"], 3),
+                "worker_sys_ms_per_event": round(measured["sys_ms_per_event"], 3),
             }
         )
         print(json.dumps(rows[-1]), file=sys.stderr, flush=True)
@@ -156,13 +175,17 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--events", type=int, default=10_000)
     parser.add_argument("--embedder", action="append", choices=["hash", "minilm"])
     parser.add_argument("--json", action="store_true")
+    parser.add_argument(
+        "--workdir", type=Path, help="parent of the run's data directory (default: temp dir)"
+    )
     args = parser.parse_args(argv)
     if args.backend == "distributed":
         from benchmarks.ingest_distributed import bench_distributed
 
         rows = asyncio.run(bench_distributed(args.events))
     else:
-        rows = asyncio.run(bench_embedded(args.events, args.embedder or ["hash", "minilm"]))
+        embedders = args.embedder or ["hash", "minilm"]
+        rows = asyncio.run(bench_embedded(args.events, embedders, args.workdir))
     if args.json:
         print(json.dumps(rows))
     else:

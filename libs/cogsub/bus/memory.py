@@ -35,6 +35,8 @@ from cogsub.core.errors import (
 from cogsub.core.topics import TopicSpec
 
 Slot = tuple[str, int]
+OutgoingRecord = tuple[str, bytes, bytes | None, Mapping[str, bytes] | Headers | None]
+"""``(topic, value, key, headers)`` of one record for ``publish_many``."""
 
 
 @dataclass
@@ -90,19 +92,30 @@ class MemoryEventBus:
         headers: Mapping[str, bytes] | Headers | None = None,
     ) -> Published:
         """Append one record and say where it landed."""
+        (published,) = await self.publish_many([(topic, value, key, headers)])
+        return published
+
+    async def publish_many(self, records: Sequence[OutgoingRecord]) -> list[Published]:
+        """Append ``(topic, value, key, headers)`` records in order: all of them or none."""
         self._check_open()
-        value, key, normalized = checked_record(value, key, headers)
-        partitions = self._partitions(topic)
-        if key is None:
-            partition = next(self._round_robin) % len(partitions)
-        else:
-            partition = zlib.crc32(key) % len(partitions)
-        log = partitions[partition]
-        offset = len(log)
+        checked = [
+            (topic, *checked_record(value, key, headers)) for topic, value, key, headers in records
+        ]
+        logs = [self._partitions(topic) for topic, *_ in checked]  # every topic, before any append
         timestamp_ms = time.time_ns() // 1_000_000
-        log.append(Record(topic, partition, offset, value, key, normalized, timestamp_ms))
-        self.state.notify()
-        return Published(topic, partition, offset)
+        published: list[Published] = []
+        for (topic, value, key, normalized), partitions in zip(checked, logs, strict=True):
+            if key is None:
+                partition = next(self._round_robin) % len(partitions)
+            else:
+                partition = zlib.crc32(key) % len(partitions)
+            log = partitions[partition]
+            offset = len(log)
+            log.append(Record(topic, partition, offset, value, key, normalized, timestamp_ms))
+            published.append(Published(topic, partition, offset))
+        if published:
+            self.state.notify()
+        return published
 
     def consumer(self, topics: Sequence[str], *, group: str) -> Consumer:
         """The consumer of ``group``; it claims the group on first use."""

@@ -6,7 +6,9 @@ processes can share it (``cogsub publish`` appends while the worker consumes).
 
 Publishes are group-committed: concurrent ``publish`` calls queue up and one
 writer appends whatever is queued in a single transaction; every caller's
-future resolves only after that transaction committed. Partitions are chosen
+future resolves only after that transaction committed. ``publish_many``
+queues a whole list of records as one entry that lands in one transaction
+(all of them or none), with one future for the lot. Partitions are chosen
 by ``crc32(key) % partitions``, round-robin when the key is ``None``.
 
 One consumer per group: embedded mode has no rebalancing, so a group is read
@@ -60,7 +62,9 @@ from cogsub.core.topics import TopicSpec
 
 T = TypeVar("T")
 Slot = tuple[str, int]
-_Outcome = Published | Exception
+_Outcome = list[Published] | Exception
+OutgoingRecord = tuple[str, bytes, bytes | None, Mapping[str, bytes] | Headers | None]
+"""``(topic, value, key, headers)`` of one record for ``publish_many``."""
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS topics (name TEXT PRIMARY KEY, partitions INTEGER NOT NULL);
@@ -176,13 +180,32 @@ class _Connection:
 
 
 @dataclass(frozen=True)
-class _Pending:
+class _Row:
     topic: str
     value: bytes
     key: bytes | None
     headers: bytes
     timestamp_ms: int
-    future: asyncio.Future[Published]
+
+
+def _row(
+    topic: str,
+    value: object,
+    key: object,
+    headers: Mapping[str, bytes] | Headers | None,
+    timestamp_ms: int,
+) -> _Row:
+    """A checked record ready to append (``InvalidInputError`` before anything queues)."""
+    raw_value, raw_key, record_headers = checked_record(value, key, headers)
+    return _Row(topic, raw_value, raw_key, _encode_headers(record_headers), timestamp_ms)
+
+
+@dataclass(frozen=True)
+class _Pending:
+    """One caller's records: they land in one transaction, and one future answers."""
+
+    rows: list[_Row]
+    future: asyncio.Future[list[Published]]
 
 
 class SqliteEventBus:
@@ -262,28 +285,46 @@ class SqliteEventBus:
     ) -> Published:
         """Append one record; returns after the transaction holding it committed."""
         self._check_open()
-        value, key, record_headers = checked_record(value, key, headers)
-        future: asyncio.Future[Published] = asyncio.get_running_loop().create_future()
-        self._pending.append(
-            _Pending(
-                topic=topic,
-                value=value,
-                key=key,
-                headers=_encode_headers(record_headers),
-                timestamp_ms=_now_ms(),
-                future=future,
-            )
-        )
+        (published,) = await self._enqueue([_row(topic, value, key, headers, _now_ms())])
+        return published
+
+    async def publish_many(self, records: Sequence[OutgoingRecord]) -> list[Published]:
+        """Append ``(topic, value, key, headers)`` records, in order, in one transaction.
+
+        Returns where each landed once that transaction committed. Either every
+        record is appended or none is (an unknown topic fails the whole call).
+        Costs one queue entry and one future however many records it holds.
+        """
+        self._check_open()
+        now = _now_ms()
+        rows = [_row(topic, value, key, headers, now) for topic, value, key, headers in records]
+        return await self._enqueue(rows) if rows else []
+
+    async def _enqueue(self, rows: list[_Row]) -> list[Published]:
+        future: asyncio.Future[list[Published]] = asyncio.get_running_loop().create_future()
+        self._pending.append(_Pending(rows, future))
         if self._flusher is None:
             self._flusher = asyncio.create_task(self._flush())
         return await future
+
+    def _next_batch(self) -> list[_Pending]:
+        """Queued entries up to ``max_batch`` records (at least one entry, never split)."""
+        taken = 0
+        size = 0
+        for item in self._pending:
+            if taken and size + len(item.rows) > self._max_batch:
+                break
+            taken += 1
+            size += len(item.rows)
+        batch = self._pending[:taken]
+        del self._pending[:taken]
+        return batch
 
     async def _flush(self) -> None:
         # Whatever queued up while the previous transaction ran goes into the next one.
         try:
             while self._pending:
-                batch = self._pending[: self._max_batch]
-                del self._pending[: self._max_batch]
+                batch = self._next_batch()
                 outcomes: Sequence[_Outcome]
                 try:
                     outcomes = await self._db.run(functools.partial(self._append, batch=batch))
@@ -292,10 +333,10 @@ class SqliteEventBus:
                 for item, outcome in zip(batch, outcomes, strict=True):
                     if item.future.done():  # the caller was cancelled
                         continue
-                    if isinstance(outcome, Published):
-                        item.future.set_result(outcome)
-                    else:
+                    if isinstance(outcome, Exception):
                         item.future.set_exception(outcome)
+                    else:
+                        item.future.set_result(outcome)
                 self._notify_appended()
         finally:
             self._flusher = None
@@ -309,31 +350,46 @@ class SqliteEventBus:
             count = self._partitions[topic] = int(row[0])
         return count
 
+    def _partition_counts(self, conn: sqlite3.Connection, topics: set[str]) -> dict[str, int]:
+        """Partition counts of ``topics``; ``NotFoundError`` names one that does not exist."""
+        counts: dict[str, int] = {}
+        for topic in sorted(topics):
+            count = self._partition_count(conn, topic)
+            if count is None:
+                raise NotFoundError(f"topic {topic!r} does not exist")
+            counts[topic] = count
+        return counts
+
     def _append(self, conn: sqlite3.Connection, batch: list[_Pending]) -> list[_Outcome]:
         outcomes: list[_Outcome] = []
         rows: list[tuple[object, ...]] = []
         next_offsets: dict[Slot, int] = {}
         with _transaction(conn, write=True):
             for item in batch:
-                count = self._partition_count(conn, item.topic)
-                if count is None:
-                    outcomes.append(NotFoundError(f"topic {item.topic!r} does not exist"))
+                try:
+                    counts = self._partition_counts(conn, {row.topic for row in item.rows})
+                except NotFoundError as exc:  # an entry lands whole or not at all
+                    outcomes.append(exc)
                     continue
-                if item.key is None:
-                    partition = next(self._round_robin) % count
-                else:
-                    partition = zlib.crc32(item.key) % count
-                slot = (item.topic, partition)
-                offset = next_offsets.get(slot)
-                if offset is None:
-                    offset = conn.execute(
-                        "SELECT COALESCE(MAX(offset) + 1, 0) FROM records "
-                        "WHERE topic = ? AND partition = ?",
-                        slot,
-                    ).fetchone()[0]
-                next_offsets[slot] = offset + 1
-                rows.append((*slot, offset, item.key, item.value, item.headers, item.timestamp_ms))
-                outcomes.append(Published(item.topic, partition, offset))
+                published: list[Published] = []
+                for row in item.rows:
+                    count = counts[row.topic]
+                    if row.key is None:
+                        partition = next(self._round_robin) % count
+                    else:
+                        partition = zlib.crc32(row.key) % count
+                    slot = (row.topic, partition)
+                    offset = next_offsets.get(slot)
+                    if offset is None:
+                        offset = conn.execute(
+                            "SELECT COALESCE(MAX(offset) + 1, 0) FROM records "
+                            "WHERE topic = ? AND partition = ?",
+                            slot,
+                        ).fetchone()[0]
+                    next_offsets[slot] = offset + 1
+                    rows.append((*slot, offset, row.key, row.value, row.headers, row.timestamp_ms))
+                    published.append(Published(row.topic, partition, offset))
+                outcomes.append(published)
             conn.executemany("INSERT INTO records VALUES (?, ?, ?, ?, ?, ?, ?)", rows)
         self._write_transactions += 1
         return outcomes

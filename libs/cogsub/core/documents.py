@@ -8,6 +8,7 @@ purpose: it never carries reasoning traces or tool output, only a pointer
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -112,6 +113,38 @@ def indexed_payload_for(doc: IndexDocument, *, index: str = EXPERIENCE_INDEX) ->
         index=index,
         object_storage_key=doc.object_storage_key,
     )
+
+
+# Compact UTF-8 JSON, as pydantic writes it: no spaces, non-ASCII kept, no NaN.
+_COMPACT = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False, allow_nan=False)
+
+
+def enriched_payload_json(doc: IndexDocument) -> bytes:
+    """``enriched_payload_for(doc).to_wire_json()``, written without building the model.
+
+    The ingestion hot path announces every document; the wire shape is the
+    model's, field for field and in order (a test holds the two together).
+    """
+    wire = {
+        "eventId": doc.event_id,
+        "timestamp": doc.timestamp,
+        "importanceScore": doc.importance_score,
+        "embeddingDimension": len(doc.embedding),
+        "objectStorageKey": doc.object_storage_key,
+        "tags": doc.tags,
+    }
+    return _COMPACT.encode(wire).encode()
+
+
+def indexed_payload_json(doc: IndexDocument, *, index: str = EXPERIENCE_INDEX) -> bytes:
+    """``indexed_payload_for(doc, index=index).to_wire_json()``, without building the model."""
+    wire = {
+        "eventId": doc.event_id,
+        "timestamp": doc.timestamp,
+        "index": index,
+        "objectStorageKey": doc.object_storage_key,
+    }
+    return _COMPACT.encode(wire).encode()
 
 
 def _signal(value: float | None) -> float:

@@ -17,9 +17,9 @@ from cogsub.archive.ports import ArchiveStore
 from cogsub.bus.ports import EventBus, Record
 from cogsub.core.documents import (
     IndexDocument,
-    enriched_payload_for,
+    enriched_payload_json,
     index_document_for,
-    indexed_payload_for,
+    indexed_payload_json,
 )
 from cogsub.core.errors import ObjectExistsError
 from cogsub.core.events import ArchivedEvent
@@ -28,6 +28,7 @@ from cogsub.core.keys import object_key_for
 from cogsub.core.topics import EXPERIENCE_ENRICHED, EXPERIENCE_RAW_DLQ, MEMORY_INDEXED
 from cogsub.embeddings.ports import Embedder
 from cogsub.index.ports import MemoryIndex
+from cogsub.ingestion.bulk import Outgoing, publish_all, put_all
 from cogsub.ingestion.pipeline import (
     Accepted,
     Rejection,
@@ -167,46 +168,57 @@ class BatchSteps:
     async def _archive_all(
         self, items: Sequence[Accepted], archived: Sequence[ArchivedEvent], outcome: BatchOutcome
     ) -> list[ArchivedEvent]:
-        results = await asyncio.gather(*(self._archive_one(a) for a in archived))
+        """Write each event once; on redelivery the stored object is the truth to index from."""
+        results = await put_all(
+            self.archive, [(a.object_storage_key, archive_body(a)) for a in archived]
+        )
+        taken: list[int] = []
+        for at, result in enumerate(results):
+            if isinstance(result, ObjectExistsError):
+                taken.append(at)
+            elif result is not None:
+                raise result
+        bodies = await asyncio.gather(
+            *(self.archive.get(archived[at].object_storage_key) for at in taken)
+        )
+        existing = {
+            at: ArchivedEvent.model_validate_json(body)
+            for at, body in zip(taken, bodies, strict=True)
+        }
         stored: list[ArchivedEvent] = []
-        for item, result in zip(items, results, strict=True):
-            if same_experience(item.event, result):
-                stored.append(result)
+        for at, (item, fresh) in enumerate(zip(items, archived, strict=True)):
+            found = existing.get(at)
+            if found is None:  # written just now from this very event: nothing to compare
+                stored.append(fresh)
+            elif same_experience(item.event, found):
+                stored.append(found)
             else:
-                outcome.rejected.append(_conflict(item, result.object_storage_key))
+                outcome.rejected.append(_conflict(item, found.object_storage_key))
         return stored
-
-    async def _archive_one(self, archived: ArchivedEvent) -> ArchivedEvent:
-        """Write once; on redelivery, the stored object is the truth to index from."""
-        key = archived.object_storage_key
-        try:
-            await self.archive.put_once(key, archive_body(archived))
-            return archived
-        except ObjectExistsError:
-            return ArchivedEvent.model_validate_json(await self.archive.get(key))
 
     async def announce(
         self, docs: Sequence[IndexDocument], rejected: Sequence[Rejection], spans: BatchTrace
     ) -> None:
-        """Publish experience.enriched and memory.indexed per doc, and every dead letter."""
-        publishes = []
+        """Publish experience.enriched and memory.indexed per doc, and every dead letter.
+
+        The whole batch's records go out in one bus call where the bus offers one.
+        """
+        records: list[Outgoing] = []
         for doc in docs:
             spans.indexed(doc, index_name=self.index_name, model=self.embedder.name)
             key = doc.event_id.encode()
             headers = headers_with_context((), spans.context_for(doc.event_id))
-            enriched = enriched_payload_for(doc).to_wire_json()
-            indexed = indexed_payload_for(doc, index=self.index_name).to_wire_json()
-            publishes += [
-                self.bus.publish(EXPERIENCE_ENRICHED, enriched, key=key, headers=headers),
-                self.bus.publish(MEMORY_INDEXED, indexed, key=key, headers=headers),
+            enriched = enriched_payload_json(doc)
+            indexed = indexed_payload_json(doc, index=self.index_name)
+            records += [
+                (EXPERIENCE_ENRICHED, enriched, key, headers),
+                (MEMORY_INDEXED, indexed, key, headers),
             ]
         for rejection in rejected:
             record = rejection.record
             context = spans.rejected(record, rejection.kind.value, rejection.reason)
             headers = headers_with_context(dlq_headers(rejection), context)
-            publishes.append(
-                self.bus.publish(EXPERIENCE_RAW_DLQ, record.value, key=record.key, headers=headers)
-            )
+            records.append((EXPERIENCE_RAW_DLQ, record.value, record.key, headers))
             log.warning(
                 "event_dead_lettered",
                 kind=rejection.kind.value,
@@ -215,7 +227,7 @@ class BatchSteps:
                 offset=record.offset,
             )
         with spans.stage("experience.publish", [d.event_id for d in docs]):
-            await asyncio.gather(*publishes)
+            await publish_all(self.bus, records)
         self.observe(Stage.EMIT, [d.event_id for d in docs])
 
     def observe(self, stage: Stage, event_ids: Sequence[str]) -> None:

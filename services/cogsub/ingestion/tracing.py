@@ -30,11 +30,13 @@ class BatchTrace:
         self._group = group
         self._system = messaging_system
         self._started_ns = time.time_ns()
+        self._tracer = tracer()  # looked up once per batch, not once per span
         self._roots: dict[str, Span] = {}
+        self._recording: dict[str, Span] = {}  # the roots whose children are kept
         self._others: list[Span] = []
 
     def _root(self, record: Record, name: str, context: Context | None) -> Span:
-        return tracer().start_span(
+        return self._tracer.start_span(
             name,
             context=context,
             kind=SpanKind.CONSUMER,
@@ -71,6 +73,8 @@ class BatchTrace:
         if event.fact_type:
             span.set_attribute(attr.COG_FACT_TYPE, event.fact_type.value)
         self._roots[event.event_id] = span
+        if span.is_recording():
+            self._recording[event.event_id] = span
 
     def rejected(self, record: Record, kind: str, reason: str) -> Context:
         """A failed root span for a dead-lettered record; its context goes on the DLQ record."""
@@ -83,20 +87,26 @@ class BatchTrace:
 
     @contextmanager
     def stage(self, name: str, event_ids: Sequence[str]) -> Iterator[None]:
-        """Time the block and give each event a child span ``name`` covering it."""
+        """Time the block and give each event a child span ``name`` covering it.
+
+        Only recording roots get children: a child of a root that records
+        nothing (no SDK, or not sampled) would record nothing either.
+        """
         started = time.time_ns()
         try:
             yield
         finally:
-            ended = time.time_ns()
-            for event_id in event_ids:
-                root = self._roots.get(event_id)
-                if root is not None:
-                    context = trace.set_span_in_context(root)
-                    tracer().start_span(name, context=context, start_time=started).end(ended)
+            if self._recording:
+                ended = time.time_ns()
+                for event_id in event_ids:
+                    root = self._recording.get(event_id)
+                    if root is not None:
+                        context = trace.set_span_in_context(root)
+                        child = self._tracer.start_span(name, context=context, start_time=started)
+                        child.end(ended)
 
     def indexed(self, doc: IndexDocument, *, index_name: str, model: str) -> None:
-        root = self._roots.get(doc.event_id)
+        root = self._recording.get(doc.event_id)
         if root is not None:
             root.set_attributes(
                 {

@@ -48,6 +48,15 @@ class _Prepared:
 _Ahead = tuple[list[Record], "asyncio.Task[_Prepared]"]
 
 
+async def _abandoned_poll(polling: asyncio.Task[_Ahead | None]) -> _Ahead | None:
+    """What a poll left running at shutdown got, if it got anything (it is cancelled if not)."""
+    polling.cancel()
+    try:
+        return await polling
+    except BaseException:  # cancelled, or the poll itself failed: nothing to clean up
+        return None
+
+
 class _Stopping(BaseException):
     """Raised between retries once the worker is asked to stop: the batch is left uncommitted.
 
@@ -126,6 +135,7 @@ class IngestionWorker:
         self._stop = stop
         consumer = self._bus.consumer([EXPERIENCE_RAW], group=self._group)
         ahead: _Ahead | None = None
+        polling: asyncio.Task[_Ahead | None] | None = None
         finishing: asyncio.Task[BatchOutcome] | None = None
         try:
             while not stop.is_set():
@@ -136,10 +146,12 @@ class IngestionWorker:
                     ahead = await self._poll_ahead(consumer)
                     continue
                 records, preparing = ahead
-                ahead = await self._poll_ahead(consumer)
+                # The next poll runs while this batch is staged, off the archive's path.
+                polling = asyncio.create_task(self._poll_ahead(consumer))
                 prepared = await preparing
                 vectors = prepared.vectors
                 staged = await self._stage_or_none(records, prepared)
+                ahead, polling = await polling, None
                 if finishing is not None:
                     report(await finishing)
                     finishing = None
@@ -153,7 +165,10 @@ class IngestionWorker:
         except _Stopping:
             log.warning("ingestion_stopped_while_retrying")  # uncommitted: delivered again
         finally:
-            for task in (finishing, ahead[1] if ahead else None):
+            polled = None
+            if polling is not None:  # records polled but never staged are delivered again
+                polled = await _abandoned_poll(polling)
+            for task in (finishing, ahead[1] if ahead else None, polled[1] if polled else None):
                 if task is not None and not task.done():
                     task.cancel()
                     with contextlib.suppress(BaseException):

@@ -39,6 +39,10 @@ def _all_files(top: Path) -> list[str]:
     return sorted(str(p.relative_to(top)) for p in top.rglob("*") if p.is_file())
 
 
+def _temp_files(top: Path) -> list[Path]:
+    return list(top.rglob(".cogsub-tmp-*"))
+
+
 @pytest.mark.parametrize(
     "key",
     [
@@ -198,3 +202,114 @@ async def test_both_durability_modes_keep_the_contract(tmp_path: Path, group_syn
         assert not [p for p in (tmp_path / "d").iterdir() if p.name.startswith(".cogsub-tmp-")]
     finally:
         await archive.close()
+
+
+@pytest.mark.parametrize("group_sync", [True, False])
+async def test_put_once_many_gives_each_object_its_own_outcome(
+    tmp_path: Path, group_sync: bool
+) -> None:
+    archive = FilesystemArchive(tmp_path, group_sync=group_sync)
+    try:
+        await archive.put_once("b/old.json", b"original")
+        await archive.put_once("p/a/b", b"deep")
+        outcomes = await archive.put_once_many(
+            [
+                ("b/twice.json", b"first"),
+                *((f"b/{i}.json", b"%d" % i) for i in range(30)),
+                ("b/old.json", b"overwrite?"),
+                ("../escape", b"x"),
+                ("p/a", b"prefix of an object"),
+                ("p/a/b/c", b"under an object"),
+                ("b/twice.json", b"second"),  # far from the first copy: other thread's half
+                ("c/new/dir/x.json", b"in a new directory"),
+            ]
+        )
+        first = outcomes.pop(0)
+        assert outcomes[:30] == [None] * 30
+        old, escape, prefix, under, second, new_dir = outcomes[30:]
+        assert isinstance(old, ObjectExistsError)
+        assert isinstance(escape, InvalidInputError)
+        assert isinstance(prefix, ConflictError) and not isinstance(prefix, ObjectExistsError)
+        assert isinstance(under, ConflictError) and not isinstance(under, ObjectExistsError)
+        assert first is None and isinstance(second, ObjectExistsError)
+        assert new_dir is None
+        assert await archive.get("b/old.json") == b"original"
+        assert await archive.get("b/twice.json") == b"first"
+        assert [await archive.get(f"b/{i}.json") for i in range(30)] == [
+            b"%d" % i for i in range(30)
+        ]
+        assert await archive.get("c/new/dir/x.json") == b"in a new directory"
+        assert _temp_files(tmp_path) == []
+        assert await archive.put_once_many([]) == []
+    finally:
+        await archive.close()
+
+
+async def test_put_once_many_syncs_bodies_before_names_and_names_before_returning(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from cogsub.archive import filesystem
+
+    log: list[str] = []
+    real_link = os.link
+
+    def recording_syncfs(directory: Path) -> None:
+        log.append("sync")
+
+    def recording_link(src: str, dst: str) -> None:
+        log.append("link")
+        real_link(src, dst)
+
+    monkeypatch.setattr(filesystem, "_SYNCFS", recording_syncfs)
+    monkeypatch.setattr(os, "link", recording_link)
+    archive = FilesystemArchive(tmp_path, group_sync=True, batch_threads=1)
+    try:
+        outcomes = await archive.put_once_many([(f"d/{i}", b"x") for i in range(100)])
+        assert outcomes == [None] * 100
+        # One sync makes every body durable before any name appears, one more every name.
+        assert log == ["sync", *["link"] * 100, "sync"]
+        log.clear()
+        assert all(
+            isinstance(o, ObjectExistsError) for o in await archive.put_once_many([("d/1", b"x")])
+        )
+        assert log == ["sync"]  # "already there" is said only once the name is durable
+    finally:
+        await archive.close()
+
+
+async def test_a_failed_sync_fails_every_object_waiting_on_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from cogsub.archive import filesystem
+
+    def broken_syncfs(directory: Path) -> None:
+        raise OSError(5, "Input/output error")
+
+    monkeypatch.setattr(filesystem, "_SYNCFS", broken_syncfs)
+    archive = FilesystemArchive(tmp_path, group_sync=True)
+    try:
+        outcomes = await archive.put_once_many([(f"d/{i}", b"x") for i in range(20)])
+        assert all(isinstance(o, UnavailableError) for o in outcomes)
+        assert [key async for key in archive.list("")] == []  # no name without a durable body
+        assert _temp_files(tmp_path) == []
+    finally:
+        await archive.close()
+
+
+async def test_put_once_many_spreads_a_batch_over_a_few_threads(
+    archive: FilesystemArchive, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from cogsub.archive import filesystem
+
+    threads: set[int] = set()
+    real_write_temp = filesystem._write_temp
+
+    def recording(*args: object, **kwargs: object) -> str:
+        threads.add(threading.get_ident())
+        time.sleep(0.001)  # a slow disk, so that both slices overlap
+        return real_write_temp(*args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(filesystem, "_write_temp", recording)
+    outcomes = await archive.put_once_many([(f"s/{i}", b"x") for i in range(64)])
+    assert outcomes == [None] * 64
+    assert len(threads) == 2  # the default batch_threads, never one per object

@@ -47,3 +47,19 @@ async def test_unknown_topics_and_closed_buses() -> None:
     await bus.close()
     with pytest.raises(UnavailableError):
         await bus.publish("missing", b"x")
+
+
+async def test_publish_many_appends_in_order_all_or_nothing() -> None:
+    bus = MemoryEventBus()
+    await bus.ensure_topics([TopicSpec("t", 1), TopicSpec("u", 2)])
+    published = await bus.publish_many(
+        [("t", b"a", None, None), ("u", b"b", b"k", (("h", b"1"),)), ("t", b"c", None, None)]
+    )
+    assert [(p.topic, p.offset) for p in published] == [("t", 0), ("u", 0), ("t", 1)]
+    with pytest.raises(NotFoundError):
+        await bus.publish_many([("t", b"d", None, None), ("missing", b"e", None, None)])
+    assert (await bus.topic_stats("t")).end_offset == 2
+    consumer = bus.consumer(["u"], group="g")
+    (record,) = await consumer.poll(max_records=5, timeout_s=0)
+    assert (record.value, record.key, record.headers) == (b"b", b"k", (("h", b"1"),))
+    await consumer.close()

@@ -252,3 +252,72 @@ async def test_committed_offsets_never_move_backwards(tmp_path) -> None:  # type
     assert stats.partitions[0].committed == 5
     await consumer.close()
     await bus.close()
+
+
+async def test_publish_many_lands_in_order_in_one_transaction(
+    bus: SqliteEventBus, db_path: Path, unique_name: str
+) -> None:
+    other = f"{unique_name}-other"
+    await bus.ensure_topics([TopicSpec(other, 1)])
+    records = [
+        (
+            unique_name if i % 2 else other,
+            f"v{i}".encode(),
+            f"k{i % 3}".encode(),
+            (("h", b"%d" % i),),
+        )
+        for i in range(40)
+    ]
+    before = bus.write_transactions
+    published, single = await asyncio.gather(
+        bus.publish_many(records), bus.publish(unique_name, b"alone", key=b"k0")
+    )
+    assert bus.write_transactions - before <= 2  # shares the group commit with publish
+    assert [p.topic for p in published] == [topic for topic, *_ in records]
+    observer = sqlite3.connect(db_path)
+    try:
+        for (topic, value, key, _), where in zip(records, published, strict=True):
+            assert where.partition == (0 if topic == other else zlib.crc32(key) % 3)
+            row = observer.execute(
+                "SELECT value, key FROM records WHERE topic = ? AND partition = ? AND offset = ?",
+                (where.topic, where.partition, where.offset),
+            ).fetchone()
+            assert row == (value, key)
+    finally:
+        observer.close()
+    offsets = [p.offset for p in published if p.topic == other]
+    assert offsets == list(range(20))  # one partition: the call's order is the log's order
+    consumer = bus.consumer([other], group=unique_name)
+    got = await consumer.poll(max_records=100, timeout_s=1)
+    await consumer.close()
+    assert [r.value for r in got] == [value for topic, value, *_ in records if topic == other]
+    assert [r.headers for r in got] == [h for topic, _, _, h in records if topic == other]
+    assert single.topic == unique_name
+
+
+async def test_publish_many_is_all_or_nothing(bus: SqliteEventBus, unique_name: str) -> None:
+    with pytest.raises(NotFoundError):
+        await bus.publish_many(
+            [(unique_name, b"a", None, None), ("no-such-topic", b"b", None, None)]
+        )
+    with pytest.raises(InvalidInputError):
+        await bus.publish_many([(unique_name, b"a", None, None), (unique_name, "text", None, None)])  # type: ignore[list-item]
+    assert (await bus.topic_stats(unique_name)).end_offset == 0
+    before = bus.write_transactions
+    assert await bus.publish_many([]) == []
+    assert bus.write_transactions == before
+
+
+async def test_publish_many_larger_than_max_batch_still_lands_whole(
+    db_path: Path, unique_name: str
+) -> None:
+    bus = SqliteEventBus(db_path, max_batch=10)
+    try:
+        await bus.ensure_topics([TopicSpec(unique_name, 1)])
+        small, big = await asyncio.gather(
+            bus.publish(unique_name, b"first"),
+            bus.publish_many([(unique_name, b"%d" % i, None, None) for i in range(25)]),
+        )
+        assert [p.offset for p in big] == list(range(1, 26)) and small.offset == 0
+    finally:
+        await bus.close()

@@ -352,3 +352,51 @@ async def test_blocking_work_runs_off_the_event_loop(path: Path, unique_name: st
         assert await index.count(unique_name) == 1
     finally:
         await index.close()
+
+
+async def test_one_batch_of_new_changed_unchanged_revived_and_repeated_documents(
+    index: SqliteMemoryIndex, path: Path, unique_name: str
+) -> None:
+    bank = unique_name
+    await index.upsert([doc(bank, f"m{i}", summary=f"first item{i}") for i in range(6)])
+    await index.delete(bank, f"{bank}-m5")
+    other = SqliteMemoryIndex(path)  # a second instance with a warm cache must catch up
+    try:
+        assert len(await other.search_vector(axis(DIMENSION), SearchFilters(bank), size=50)) == 5
+        await index.upsert(
+            [
+                doc(bank, "m0", summary="first item0", importance=0.9),  # same text
+                doc(bank, "m1", summary="second item1"),  # new text
+                doc(bank, "m5", summary="revived item5"),  # deleted before
+                *(doc(bank, f"n{i}", summary=f"new item{i}") for i in range(3)),
+            ]
+        )
+        await index.upsert([doc(bank, "d", summary="dup one"), doc(bank, "d", summary="dup two")])
+
+        def found(query: str) -> list[str]:
+            return sorted(h.document.event_id.removeprefix(f"{bank}-") for h in hits[query])
+
+        hits = {
+            query: await index.search_text(query, SearchFilters(bank), size=50)
+            for query in ("first", "second", "revived", "new", "dup", "two", "one")
+        }
+        assert found("first") == ["m0", "m2", "m3", "m4"]
+        assert found("second") == ["m1"] and found("revived") == ["m5"]
+        assert found("new") == ["n0", "n1", "n2"]
+        assert found("dup") == found("two") == ["d"] and found("one") == []
+        m0 = await index.get(bank, f"{bank}-m0")
+        assert m0 is not None and m0.importance_score == 0.9
+        seen = await other.search_vector(axis(DIMENSION), SearchFilters(bank), size=50)
+        assert len(seen) == await index.count(bank) == 10
+    finally:
+        await other.close()
+    conn = sqlite3.connect(path)
+    try:
+        conn.execute("INSERT INTO documents_fts (documents_fts) VALUES ('integrity-check')")
+        (fts_rows,) = conn.execute("SELECT count(*) FROM documents_fts").fetchone()
+        (tombstones,) = conn.execute("SELECT count(*) FROM tombstones").fetchone()
+        ids = [row[0] for row in conn.execute("SELECT doc_id FROM documents ORDER BY doc_id")]
+        assert fts_rows == len(ids) == 10 and tombstones == 0
+        assert len(set(ids)) == len(ids)
+    finally:
+        conn.close()

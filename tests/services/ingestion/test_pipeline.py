@@ -4,8 +4,18 @@ from __future__ import annotations
 
 import json
 
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
 from cogsub.bus.ports import Record
 from cogsub.core import validate_event
+from cogsub.core.documents import (
+    IndexDocument,
+    enriched_payload_for,
+    enriched_payload_json,
+    indexed_payload_for,
+    indexed_payload_json,
+)
 from cogsub.ingestion.pipeline import (
     DLQ_KIND_HEADER,
     DLQ_REASON_HEADER,
@@ -100,3 +110,36 @@ def test_first_of_each_id_keeps_order_and_splits_repeats() -> None:
     firsts, repeats = first_of_each_id(items)
     assert [i.event.event_id for i in firsts] == ["a", "b", "c"]
     assert [i.record.offset for i in repeats] == [2, 4]
+
+
+_TEXT = st.text(st.characters(codec="utf-8"), max_size=40)
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    summary=_TEXT,
+    key=_TEXT,
+    tags=st.lists(_TEXT.filter(bool), max_size=4),
+    score=st.integers(0, 1000).map(lambda thousandths: round(thousandths / 1000, 3)),
+    index=_TEXT,
+)
+def test_announcement_bytes_are_the_models_wire_json(
+    summary: str, key: str, tags: list[str], score: float, index: str
+) -> None:
+    doc = IndexDocument.model_construct(
+        event_id="ev-1",
+        timestamp="2026-05-08T22:31:25.237Z",
+        event_type="user_input",
+        session_id=None,
+        summary=summary,
+        embedding=[0.5] * 8,
+        importance_score=score,
+        reward_score=0.5,
+        confidence=0.5,
+        object_storage_key=key,
+        tags=tags,
+        bank_id="b",
+    )
+    assert enriched_payload_json(doc) == enriched_payload_for(doc).to_wire_json()
+    indexed = indexed_payload_json(doc, index=index)
+    assert indexed == indexed_payload_for(doc, index=index).to_wire_json()

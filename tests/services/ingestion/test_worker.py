@@ -328,3 +328,86 @@ async def test_stop_is_honoured_while_a_backend_stays_down(harness: Harness) -> 
     await asyncio.wait_for(running, timeout=5)  # returns instead of retrying forever
     assert (await bus.topic_stats(EXPERIENCE_RAW, group="ingestion")).lag == 4  # nothing committed
     assert await harness.dead_letters() == []
+
+
+class BatchCrashingBus:
+    """A real bus whose batch publish appends the first ``allowed`` records, then dies."""
+
+    def __init__(self, bus, allowed: int) -> None:  # type: ignore[no-untyped-def]
+        self._bus, self._allowed = bus, allowed
+        self.batch_calls = 0
+
+    def __getattr__(self, name: str):  # type: ignore[no-untyped-def]
+        return getattr(self._bus, name)
+
+    async def publish_many(self, records):  # type: ignore[no-untyped-def]
+        self.batch_calls += 1
+        await self._bus.publish_many(records[: self._allowed])
+        if len(records) > self._allowed:
+            raise SimulatedCrash("mid-batch")
+        self._allowed -= len(records)
+
+
+@pytest.mark.parametrize("allowed", [0, 1, 5])
+async def test_crash_part_way_through_a_batch_publish_recovers(
+    harness: Harness, allowed: int
+) -> None:
+    await harness.publish([event_body(i) for i in range(6)])
+    bus = harness.bus()
+    crashing = BatchCrashingBus(bus, allowed=allowed)
+    with pytest.raises(SimulatedCrash):
+        await harness.drain(harness.worker(bus=crashing), bus)
+    assert crashing.batch_calls == 1  # the batch's announcements went out in one call
+    await harness.close()
+
+    bus = harness.bus()
+    await harness.drain(harness.worker(bus=bus), bus)
+    assert len(await harness.archived_keys()) == 6
+    assert await harness.indexed_ids() == 6
+    assert await harness.announced() == {f"ev-{i:05d}" for i in range(6)}
+
+
+class BatchFlakyArchive:
+    """A real archive whose batch put is unavailable for its first ``failures`` calls."""
+
+    def __init__(self, archive, failures: int) -> None:  # type: ignore[no-untyped-def]
+        self._archive, self.failures = archive, failures
+        self.batch_calls = 0
+
+    def __getattr__(self, name: str):  # type: ignore[no-untyped-def]
+        return getattr(self._archive, name)
+
+    async def put_once(self, key: str, body: bytes, **kwargs) -> None:  # type: ignore[no-untyped-def]
+        raise AssertionError("a batch-capable archive is written one batch at a time")
+
+    async def put_once_many(self, items):  # type: ignore[no-untyped-def]
+        from cogsub.core import UnavailableError
+
+        self.batch_calls += 1
+        if self.failures > 0:
+            self.failures -= 1
+            raise UnavailableError("archive briefly unavailable")
+        return await self._archive.put_once_many(items)
+
+
+async def test_batch_archive_failures_are_retried_and_every_batch_is_one_call(
+    harness: Harness,
+) -> None:
+    from cogsub.ingestion import RetryPolicy
+
+    await harness.publish([event_body(i) for i in range(16)])
+    bus = harness.bus()
+    flakies: list[BatchFlakyArchive] = []
+
+    def wrap(archive):  # type: ignore[no-untyped-def]
+        flakies.append(BatchFlakyArchive(archive, failures=3))
+        return flakies[-1]
+
+    worker = harness.worker(bus=bus, wrap_archive=wrap, retry=RetryPolicy(0.001, 0.01))
+    await harness.drain(worker, bus)
+    (flaky,) = flakies
+    assert flaky.failures == 0
+    assert flaky.batch_calls == 3 + 16 // harness.batch_size
+    assert len(await harness.archived_keys()) == 16
+    assert await harness.announced() == {f"ev-{i:05d}" for i in range(16)}
+    assert await harness.dead_letters() == []

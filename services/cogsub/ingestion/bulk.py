@@ -1,0 +1,77 @@
+"""Batch forms of two port calls: used where the adapter offers them, item by item elsewhere.
+
+The ports stay small: ``ArchiveStore.put_once`` stores one object and
+``EventBus.publish`` appends one record. An adapter may also offer
+``put_once_many`` / ``publish_many`` (the embedded ones do), which do a whole
+batch's work in one thread hop and one durability step instead of one per
+item; on the hot path that is most of what the embedded stores cost.
+
+The check looks at the adapter's class, not at the instance, so a wrapper that
+delegates unknown attributes (``__getattr__``) and overrides only the
+single-item call, as fault-injecting test doubles do, is still called item by
+item and still sees every call.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Callable, Sequence
+from typing import Any
+
+from cogsub.archive.ports import ArchiveStore
+from cogsub.bus.ports import EventBus, Headers
+from cogsub.core.errors import CogsubError
+
+ArchiveItem = tuple[str, bytes]
+"""``(key, body)`` of one object to store once."""
+
+Outgoing = tuple[str, bytes, bytes | None, Headers]
+"""``(topic, value, key, headers)`` of one record to publish."""
+
+
+def _bulk(adapter: object, name: str) -> Callable[..., Awaitable[Any]] | None:
+    if not callable(getattr(type(adapter), name, None)):
+        return None
+    method: Callable[..., Awaitable[Any]] = getattr(adapter, name)
+    return method
+
+
+async def put_all(archive: ArchiveStore, items: Sequence[ArchiveItem]) -> list[CogsubError | None]:
+    """``put_once`` every item; ``None`` for each stored, or the port error it raised.
+
+    Errors that are not ours (a bug, a crash) are raised, not returned.
+    """
+    if not items:
+        return []
+    bulk = _bulk(archive, "put_once_many")
+    if bulk is not None:
+        outcomes: list[CogsubError | None] = list(await bulk(items))
+        return outcomes
+    results = await asyncio.gather(
+        *(archive.put_once(key, body) for key, body in items), return_exceptions=True
+    )
+    outcomes = []
+    for result in results:
+        if isinstance(result, CogsubError):
+            outcomes.append(result)
+        elif isinstance(result, BaseException):
+            raise result
+        else:
+            outcomes.append(None)
+    return outcomes
+
+
+async def publish_all(bus: EventBus, records: Sequence[Outgoing]) -> None:
+    """Publish every record durably (in one call where the bus can), in order."""
+    if not records:
+        return
+    bulk = _bulk(bus, "publish_many")
+    if bulk is not None:
+        await bulk(records)
+        return
+    await asyncio.gather(
+        *(
+            bus.publish(topic, value, key=key, headers=headers)
+            for topic, value, key, headers in records
+        )
+    )
