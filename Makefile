@@ -43,8 +43,11 @@ test-fast: setup
 
 test-all: test
 
+# The run's files go under .bench/, away from /tmp's churn of created and deleted files
+# (ext4 file creation slows down next to recently deleted inodes; see docs/performance.md).
 bench-ingest: setup
-	$(BIN)/python -m benchmarks.ingest --backend $(BACKEND)
+	mkdir -p .bench
+	$(BIN)/python -m benchmarks.ingest --backend $(BACKEND) --workdir .bench
 
 clean:
 	rm -rf $(VENV) data .pytest_cache .mypy_cache .ruff_cache
