@@ -66,8 +66,9 @@ bench-soak: setup
 	$(BIN)/python -m benchmarks.soak
 
 # Outages of the object store, the index and the broker, SIGKILLs, a full disk.
+OUTAGE_S ?= 30
 faults: setup
-	$(BIN)/python -m benchmarks.faults
+	$(BIN)/python -m benchmarks.faults --outage-s $(OUTAGE_S)
 
 experiments: setup
 	$(BIN)/python -m benchmarks.experiments

@@ -193,7 +193,16 @@ class IngestionWorker:
     async def _commit(
         self, records: Sequence[Record], consumer: Consumer, outcome: BatchOutcome
     ) -> None:
-        await consumer.commit(records)
+        try:
+            await consumer.commit(records)
+        except CogsubError as exc:
+            if not exc.retryable:
+                raise
+            # A rebalance took the partition away: its effects are durable and idempotent,
+            # the next owner re-reads from the last commit, and a later commit covers it.
+            # Retrying in place would race the consumer's rejoin.
+            log.warning("ingestion_commit_failed", error=str(exc), size=len(records))
+            return
         self._steps.observe(Stage.COMMIT, [d.event_id for d in outcome.indexed])
 
     async def _stage_or_none(
@@ -274,7 +283,9 @@ class IngestionWorker:
                 await asyncio.sleep(delay)
 
     async def _poll_ahead(self, consumer: Consumer) -> _Ahead | None:
-        records = await consumer.poll(max_records=self._batch_size, timeout_s=self._poll_timeout_s)
+        records = await self._retrying(
+            lambda: consumer.poll(max_records=self._batch_size, timeout_s=self._poll_timeout_s)
+        )
         if not records:
             return None
         return records, asyncio.create_task(self._prepare(records))
