@@ -64,6 +64,9 @@ _UNAVAILABLE = (
     kafka.IllegalGenerationError,
     kafka.UnknownMemberIdError,
 )
+# The broker no longer knows this producer's sequence numbers (it restarted without
+# them): the producer is stuck on those partitions until a new one replaces it.
+_PRODUCER_STATE_LOST = (kafka.OutOfOrderSequenceNumber, kafka.UnknownProducerId)
 _REFUSED_SETTINGS = (
     kafka.InvalidPartitionsError,
     kafka.InvalidReplicationFactorError,
@@ -87,6 +90,8 @@ def kafka_errors() -> Iterator[None]:
         raise ConfigurationError(f"the broker refused these settings: {exc!r}") from exc
     except _UNAVAILABLE as exc:
         raise UnavailableError(f"kafka is unavailable: {exc!r}") from exc
+    except _PRODUCER_STATE_LOST as exc:
+        raise UnavailableError(f"kafka lost this producer's state: {exc!r}") from exc
     except kafka.KafkaError as exc:
         if exc.retriable:
             raise UnavailableError(f"kafka is unavailable: {exc!r}") from exc
@@ -169,7 +174,7 @@ class KafkaEventBus:
             if self._producer is not None:
                 return
             s = self.settings
-            admin = AIOKafkaAdminClient(
+            admin = self._admin or AIOKafkaAdminClient(
                 bootstrap_servers=self._bootstrap,
                 client_id=self._client_id,
                 request_timeout_ms=s.request_timeout_ms,
@@ -177,11 +182,13 @@ class KafkaEventBus:
             producer = AIOKafkaProducer(**self.producer_options)
             try:
                 with kafka_errors():
-                    await admin.start()
+                    if admin is not self._admin:
+                        await admin.start()
                     await producer.start()
             except BaseException:
                 await producer.stop()
-                await admin.close()
+                if admin is not self._admin:
+                    await admin.close()
                 raise
             self._producer, self._admin = producer, admin
 
@@ -255,17 +262,45 @@ class KafkaEventBus:
         """
         raw_value, raw_key, record_headers = checked_record(value, key, headers)
         await self.require_topics((topic,))
-        with kafka_errors():
-            meta = await asyncio.wait_for(
-                self._deliver(topic, raw_value, raw_key, list(record_headers)),
-                self.settings.delivery_timeout_ms / 1000,
-            )
+        producer = self._producer
+        try:
+            with kafka_errors():
+                meta = await asyncio.wait_for(
+                    self._deliver(producer, topic, raw_value, raw_key, list(record_headers)),
+                    self.settings.delivery_timeout_ms / 1000,
+                )
+        except UnavailableError as exc:
+            if isinstance(exc.__cause__, _PRODUCER_STATE_LOST):
+                await self._replace_producer(producer)
+            raise
         return Published(topic=meta.topic, partition=meta.partition, offset=meta.offset)
 
+    async def _replace_producer(self, failed: Any) -> None:
+        """Retire a producer the broker no longer accepts; the next publish starts a new one.
+
+        The new producer has a new id, so a retried record the old one had delivered
+        is appended again (consumers are at-least-once anyway).
+        """
+        async with self._start_lock:
+            if self._closed or self._producer is not failed:
+                return  # already replaced by a concurrent publish
+            self._producer = None
+        log.warning("kafka_producer_replaced", reason="producer state lost by the broker")
+        try:
+            with kafka_errors():
+                await self._stop_producer(failed)
+        except CogsubError as exc:  # its unsent records fail; their publishes are retried
+            log.warning("kafka_producer_stop_failed", error=str(exc))
+
     async def _deliver(
-        self, topic: str, value: bytes, key: bytes | None, headers: list[tuple[str, bytes]]
+        self,
+        producer: Any,
+        topic: str,
+        value: bytes,
+        key: bytes | None,
+        headers: list[tuple[str, bytes]],
     ) -> Any:
-        delivery = await self._producer.send(topic, value, key=key, headers=headers)
+        delivery = await producer.send(topic, value, key=key, headers=headers)
         return await delivery
 
     def consumer(self, topics: Sequence[str], *, group: str) -> KafkaConsumer:
