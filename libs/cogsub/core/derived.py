@@ -37,7 +37,6 @@ VALID_TO_TAG = "valid-to:"
 PROOF_TAG = "proof:"
 CLUSTER_TAG = "cluster:"
 TIER_TAG = "tier:"
-SOURCE_TAG = "source:"
 
 
 class DerivedKind(StrEnum):

@@ -18,6 +18,11 @@ def epoch_of(moment: datetime, length: timedelta) -> int:
     return int((moment - EPOCH_ORIGIN) / length)
 
 
+def epoch_start(epoch: int, length: timedelta) -> datetime:
+    """When epoch number ``epoch`` begins."""
+    return EPOCH_ORIGIN + epoch * length
+
+
 def decayed(factor: float, *, rate: float, floor: float, epochs: int = 1) -> float:
     """``factor`` after ``epochs`` epochs without use."""
     return max(floor, min(1.0, factor) * rate**epochs) if factor > floor else factor

@@ -29,7 +29,7 @@ from cogsub.consolidation.corrections import (
     resolution,
     winner,
 )
-from cogsub.consolidation.decay import EPOCH_ORIGIN, decayed, epoch_of, replay_order
+from cogsub.consolidation.decay import decayed, epoch_of, epoch_start, replay_order
 from cogsub.consolidation.similarity import content_words, similarity
 from cogsub.consolidation.writer import DerivedWriter
 from cogsub.core.derived import (
@@ -334,7 +334,7 @@ class ConsolidationRound:
             await self._supersede(
                 bank_id, current.event_id, new_id, memory.timestamp, rule, progress
             )
-            procedures[pid] = derived_from(memory, written.object_storage_key, bank_id)
+            procedures[pid] = derived_event(bank_id, memory, key=written.object_storage_key)
             return True
         return False
 
@@ -445,7 +445,7 @@ class ConsolidationRound:
     async def _decay(self, bank_id: str, progress: _Progress) -> None:
         """One epoch of decay for the whole bank, at most once per epoch."""
         epoch = epoch_of(self._clock(), self.policy.epoch)
-        begins = EPOCH_ORIGIN + epoch * self.policy.epoch
+        begins = epoch_start(epoch, self.policy.epoch)
         marker = epoch_key(bank_id, epoch)
         if await self._archive.exists(marker):
             return
@@ -519,8 +519,3 @@ def _as_memory(archived: ArchivedEvent, kind: DerivedKind) -> DerivedMemory:
         tags=tuple(t for t in archived.tags if not t.startswith("derived:")),
         details={k: v for k, v in details.items() if k not in ("kind", "sources")},
     )
-
-
-def derived_from(memory: DerivedMemory, key: str, bank_id: str) -> ArchivedEvent:
-    """The archived form of ``memory`` (for chaining repairs within one round)."""
-    return derived_event(bank_id, memory, key=key)

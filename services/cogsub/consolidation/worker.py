@@ -15,7 +15,8 @@ import asyncio
 import contextlib
 import json
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
+from typing import TypeVar
 
 import structlog
 from pydantic import TypeAdapter, ValidationError
@@ -23,7 +24,7 @@ from pydantic import TypeAdapter, ValidationError
 from cogsub.bus.ports import Consumer, EventBus, Record
 from cogsub.consolidation.facts import FactStage
 from cogsub.consolidation.round import ConsolidationRound
-from cogsub.core.errors import CogsubError, FieldProblem, InvalidInputError, NotFoundError
+from cogsub.core.errors import CogsubError, FieldProblem, InvalidInputError
 from cogsub.core.events import SafeId
 from cogsub.core.memory import ConsolidationReport
 from cogsub.core.topics import (
@@ -36,6 +37,7 @@ from cogsub.core.topics import (
 from cogsub.extraction.ports import ExtractionRejected
 
 log = structlog.get_logger("cogsub.consolidation")
+T = TypeVar("T")
 
 MAX_BACKOFF_S = 5.0
 DLQ_KIND_HEADER = "cogsub-dlq-kind"
@@ -136,37 +138,33 @@ class ConsolidationWorker:
         banks, self._pending_banks = sorted(self._pending_banks), set()
         return [await self._round(bank) for bank in banks]
 
-    async def _until_done(self, record: Record, stop: asyncio.Event) -> None:
+    async def _retrying(
+        self, step: Callable[[], Awaitable[T]], stop: asyncio.Event, topic: str
+    ) -> T:
+        """Run ``step`` until it succeeds; a backend that is down is waited out with backoff."""
         delay = 0.1
         while True:
             try:
-                await self._handle(record)
-                return
+                return await step()
             except CogsubError as exc:
                 if not exc.retryable or stop.is_set():
                     raise
-                log.warning("consolidation_retrying", topic=record.topic, error=str(exc))
+                log.warning("consolidation_retrying", topic=topic, error=str(exc))
                 with contextlib.suppress(TimeoutError):
                     await asyncio.wait_for(stop.wait(), timeout=delay)
                 delay = min(delay * 2, MAX_BACKOFF_S)
+
+    async def _until_done(self, record: Record, stop: asyncio.Event) -> None:
+        await self._retrying(lambda: self._request(record), stop, record.topic)
 
     async def _until_extracted(self, records: list[Record], stop: asyncio.Event) -> None:
         """Extract a batch of announcements together (retrying it whole while a backend is down)."""
         if self._facts is None:
             return
         facts = self._facts
-        delay = 0.1
-        while True:
-            try:
-                outcomes = await facts.handle_many([r.value for r in records])
-                break
-            except CogsubError as exc:
-                if not exc.retryable or stop.is_set():
-                    raise
-                log.warning("consolidation_retrying", topic=EXPERIENCE_ENRICHED, error=str(exc))
-                with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(stop.wait(), timeout=delay)
-                delay = min(delay * 2, MAX_BACKOFF_S)
+        outcomes = await self._retrying(
+            lambda: facts.handle_many([r.value for r in records]), stop, EXPERIENCE_ENRICHED
+        )
         for record, outcome in zip(records, outcomes, strict=True):
             if isinstance(outcome, ExtractionRejected):
                 await self._dead_letter(record, "extraction_rejected", outcome.rule)
@@ -175,18 +173,14 @@ class ConsolidationWorker:
             elif outcome.bank_id and (outcome.created or outcome.merged):
                 self._pending_banks.add(outcome.bank_id)
 
-    async def _handle(self, record: Record) -> None:
+    async def _request(self, record: Record) -> None:
+        """One ``consolidation.request``: a round of the bank it names, or a dead letter."""
         try:
-            if record.topic == CONSOLIDATION_REQUEST:
-                await self._round(requested_bank(record.value))
-            elif self._facts is not None:
-                outcome = await self._facts.handle(record.value)
-                if outcome.bank_id and (outcome.created or outcome.merged):
-                    self._pending_banks.add(outcome.bank_id)
-        except ExtractionRejected as exc:
-            await self._dead_letter(record, "extraction_rejected", exc.rule)
-        except (InvalidInputError, NotFoundError) as exc:
+            bank_id = requested_bank(record.value)
+        except InvalidInputError as exc:
             await self._dead_letter(record, "invalid", str(exc))
+            return
+        await self._round(bank_id)
 
     async def _round(self, bank_id: str) -> ConsolidationReport:
         report = await self._rounds.run(bank_id)

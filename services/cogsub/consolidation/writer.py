@@ -151,14 +151,6 @@ class DerivedWriter:
             await self._index.upsert([_superseded(loser, record)])
         return newly
 
-    async def supersession(self, bank_id: str, loser_id: str) -> dict[str, object] | None:
-        """The archived supersession record of ``loser_id``, if it was superseded."""
-        try:
-            found = json.loads(await self._archive.get(supersession_key(bank_id, loser_id)))
-        except NotFoundError:
-            return None
-        return found if isinstance(found, dict) else None
-
     async def reinforce(self, bank_id: str, memory_ids: Sequence[str]) -> None:
         """Replay counts as a retrieval: bump each source's ``retrieval_count``."""
         for memory_id in memory_ids:

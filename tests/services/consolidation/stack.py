@@ -6,13 +6,16 @@ import asyncio
 import contextlib
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
+from typing import Any
 
 from cogsub.archive.filesystem import FilesystemArchive
 from cogsub.archive.ports import ArchiveStore
 from cogsub.bus.sqlite import SqliteEventBus
 from cogsub.consolidation import ConsolidationPolicy, ConsolidationRound, DerivedWriter, FactStage
+from cogsub.core.events import FactType
+from cogsub.core.memory import RetainRequest
 from cogsub.core.topics import CONSOLIDATION_TOPICS
 from cogsub.embeddings.hash import HashEmbedder
 from cogsub.extraction.offline import OfflineExtractor
@@ -89,3 +92,32 @@ async def consolidation_stack(
         await index.close()
         await archive.close()
         await bus.close()
+
+
+def ops_memory(days: int, content: str, fact_type: FactType | None, **fields: Any) -> RetainRequest:
+    """A memory of the ops bank ``days`` before NOW, with the same id in every stack."""
+    return RetainRequest(
+        memory_id=f"m-{days}",  # the same ids in every stack, so derived ids match too
+        content=content,
+        fact_type=fact_type,
+        timestamp=NOW - timedelta(days=days),
+        wait=True,
+        **fields,
+    )
+
+
+async def seed_ops_bank(stack: ConsolidationStack, bank: str) -> None:
+    """A procedure, a correction naming its step, two conflicting preferences, a pattern."""
+    steps = ["make build", "kubectl rollout restart deployment/api", "curl /health"]
+    retain = stack.service.retain
+    await retain(bank, ops_memory(20, "Deploy the api", FactType.PROCEDURE, steps=steps))
+    await retain(bank, ops_memory(10, "No — drain the pod before restart.", FactType.CORRECTION))
+    await retain(
+        bank, ops_memory(9, "No — use the blue dashboard for incidents.", FactType.CORRECTION)
+    )
+    await retain(bank, ops_memory(8, "For incidents, use the red dashboard.", FactType.PREFERENCE))
+    for day in (7, 6, 5):
+        await retain(
+            bank,
+            ops_memory(day, "The api team ships on Tuesdays.", FactType.WORLD, tags=[f"d{day}"]),
+        )

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
@@ -14,10 +13,14 @@ from cogsub.consolidation import ConsolidationRound
 from cogsub.core.documents import IndexDocument
 from cogsub.core.errors import UnavailableError
 from cogsub.core.events import FactType
-from cogsub.core.memory import RecallRequest, RetainRequest
+from cogsub.core.memory import RecallRequest
 from cogsub.index.ports import DocumentPatch
 from cogsub.index.sqlite import SqliteMemoryIndex
-from tests.services.consolidation.stack import NOW, ConsolidationStack, consolidation_stack
+from tests.services.consolidation.stack import (
+    ConsolidationStack,
+    consolidation_stack,
+    seed_ops_bank,
+)
 
 BANK = "ops"
 
@@ -80,31 +83,7 @@ def _crashing_round(stack: ConsolidationStack, fuse: Fuse) -> ConsolidationRound
 
 
 async def _seed(stack: ConsolidationStack) -> None:
-    def at(days: int, content: str, fact_type: FactType, **fields: Any) -> RetainRequest:
-        return RetainRequest(
-            memory_id=f"m-{days}",  # the same ids in every stack, so derived ids match too
-            content=content,
-            fact_type=fact_type,
-            timestamp=NOW - timedelta(days=days),
-            wait=True,
-            **fields,
-        )
-
-    steps = ["make build", "kubectl rollout restart deployment/api", "curl /health"]
-    await stack.service.retain(BANK, at(20, "Deploy the api", FactType.PROCEDURE, steps=steps))
-    await stack.service.retain(
-        BANK, at(10, "No — drain the pod before restart.", FactType.CORRECTION)
-    )
-    await stack.service.retain(
-        BANK, at(9, "No — use the blue dashboard for incidents.", FactType.CORRECTION)
-    )
-    await stack.service.retain(
-        BANK, at(8, "For incidents, use the red dashboard.", FactType.PREFERENCE)
-    )
-    for day in (7, 6, 5):
-        await stack.service.retain(
-            BANK, at(day, "The api team ships on Tuesdays.", FactType.WORLD, tags=[f"d{day}"])
-        )
+    await seed_ops_bank(stack, BANK)
 
 
 async def _state(stack: ConsolidationStack) -> tuple[list[str], dict[str, list[str]]]:

@@ -2,16 +2,20 @@
 
 from __future__ import annotations
 
-from datetime import timedelta
 from pathlib import Path
 
 from cogsub.archive.filesystem import FilesystemArchive
 from cogsub.core.events import FactType
-from cogsub.core.memory import RecallRequest, RetainRequest
+from cogsub.core.memory import RecallRequest
 from cogsub.core.topics import EXPERIENCE_ENRICHED
 from cogsub.index.sqlite import SqliteMemoryIndex
 from cogsub.replay import replay
-from tests.services.consolidation.stack import NOW, ConsolidationStack, consolidation_stack
+from tests.services.consolidation.stack import (
+    ConsolidationStack,
+    consolidation_stack,
+    ops_memory,
+    seed_ops_bank,
+)
 
 BANK = "ops"
 QUERIES = [
@@ -23,33 +27,12 @@ QUERIES = [
 
 
 async def _seed(stack: ConsolidationStack) -> None:
-    def at(days: int, content: str, fact_type: FactType | None, **fields: object) -> RetainRequest:
-        return RetainRequest(
-            memory_id=f"m-{days}",
-            content=content,
-            fact_type=fact_type,
-            timestamp=NOW - timedelta(days=days),
-            wait=True,
-            **fields,  # type: ignore[arg-type]
-        )
-
-    steps = ["make build", "kubectl rollout restart deployment/api", "curl /health"]
-    await stack.service.retain(BANK, at(20, "Deploy the api", FactType.PROCEDURE, steps=steps))
-    await stack.service.retain(
-        BANK, at(10, "No — drain the pod before restart.", FactType.CORRECTION)
-    )
-    await stack.service.retain(
-        BANK, at(9, "No — use the blue dashboard for incidents.", FactType.CORRECTION)
-    )
-    await stack.service.retain(
-        BANK, at(8, "For incidents, use the red dashboard.", FactType.PREFERENCE)
-    )
-    for day in (7, 6, 5):
-        await stack.service.retain(
-            BANK, at(day, "The api team ships on Tuesdays.", FactType.WORLD, tags=[f"d{day}"])
-        )
-    await stack.service.retain(BANK, at(4, "Caroline: My sister lives in Lisbon.", None))
-    await stack.service.retain(BANK, at(3, "Caroline: my sister lives in Lisbon!", None))
+    await seed_ops_bank(stack, BANK)
+    for days, text in (
+        (4, "Caroline: My sister lives in Lisbon."),
+        (3, "Caroline: my sister lives in Lisbon!"),
+    ):
+        await stack.service.retain(BANK, ops_memory(days, text, None))
     consumer = stack.bus.consumer([EXPERIENCE_ENRICHED], group="replay-test")
     try:
         records = []
