@@ -94,6 +94,7 @@ async def pipeline_rate(settings: Settings, events: list[dict[str, Any]]) -> dic
             embedder=stack.embedder,
             batch_size=settings.ingestion.batch_size,
             poll_timeout_s=0.05,
+            finishing_depth=settings.ingestion.finishing_depth,
             messaging_system=stack.messaging_system,
         )
         await worker.prepare()

@@ -1,10 +1,10 @@
 """`make bench-ingest BACKEND=distributed`: the pipeline on noida-db + SeaweedFS + osmem-server.
 
 Starts the three servers on loopback (stopped by PID at the end), then measures
-in one run: the raw concurrent S3 put rate (boto3, as many threads as the
-adapter's connection pool), the raw Kafka produce rate (aiokafka, idempotent,
-acks=all), and the ingestion pipeline's events/s with the hash embedder. The
-ratio is pipeline / the slower of the two raw rates.
+in one run: the raw concurrent S3 put rate (boto3, a client configured as the
+archive's own, as many threads as its connection pool), the raw Kafka produce
+rate (aiokafka, idempotent, acks=all), and the ingestion pipeline's events/s
+with the hash embedder. The ratio is pipeline / the slower of the two raw rates.
 """
 
 from __future__ import annotations
@@ -23,6 +23,7 @@ from typing import Any
 from aiokafka import AIOKafkaProducer
 
 from benchmarks.ingest import make_events, pipeline_rate
+from cogsub.archive.s3 import build_s3_client, s3_client_config
 from cogsub.runtime import Settings
 
 S3_THREADS = 32
@@ -49,7 +50,17 @@ def servers(workdir: Path) -> Iterator[dict[str, Any]]:
 
 
 def raw_s3_rate(endpoint: Any, bucket: str) -> float:
-    client = endpoint.client()
+    """Concurrent conditional puts through a client configured as the archive's own."""
+    client = build_s3_client(
+        endpoint_url=endpoint.endpoint_url,
+        config=s3_client_config(
+            endpoint_url=endpoint.endpoint_url,
+            region=endpoint.region,
+            max_pool_connections=S3_THREADS,
+        ),
+        access_key_id=endpoint.access_key_id,
+        secret_access_key=endpoint.secret_access_key,
+    )
     client.create_bucket(Bucket=bucket)
     body = b"x" * 2048
 

@@ -656,6 +656,105 @@ class MemoryIndexContract:
         assert await scanned(since=BASE_TIME + timedelta(hours=2)) == ["exact", "late", "pref"]
         assert await scanned(fact_types=frozenset()) == []
 
+    async def conversation(self, index: MemoryIndex, bank: str) -> list[IndexDocument]:
+        """Turns t0..t7 one second apart in one session (t3 and t4 at the same second),
+        another session's turns in between, and a twin session in another bank."""
+        seconds = [0, 1, 2, 3, 3, 5, 6, 7]
+        turns = [
+            make_doc(
+                bank,
+                f"t{i}",
+                dimension=self.dimension,
+                timestamp=BASE_TIME + timedelta(seconds=at),
+                fact_type=FactType.WORLD if i != 6 else FactType.PREFERENCE,
+                tags=["late"] if i >= 6 else [],
+            )
+            for i, at in enumerate(seconds)
+        ]
+        other = [
+            make_doc(
+                bank,
+                f"o{i}",
+                dimension=self.dimension,
+                timestamp=BASE_TIME + timedelta(seconds=i, milliseconds=500),
+                session_id=f"{bank}-other",
+            )
+            for i in range(8)
+        ]
+        twin = [
+            make_doc(
+                f"{bank}x",
+                f"t{i}",
+                dimension=self.dimension,
+                timestamp=BASE_TIME + timedelta(seconds=i),
+                session_id=f"{bank}-session",
+            )
+            for i in range(8)
+        ]
+        await index.upsert([*reversed(turns), *other])
+        await index.upsert(twin)
+        return turns
+
+    async def test_neighbours_are_the_turns_around_each_anchor_in_its_session(
+        self, index: MemoryIndex, bank: str
+    ) -> None:
+        turns = await self.conversation(index, bank)
+        everything = SearchFilters(bank_id=bank)
+
+        async def around(anchors: Sequence[int], each_side: int, **filters: Any) -> list[str]:
+            found = await index.neighbours(
+                SearchFilters(bank_id=bank, **filters),
+                [turns[i] for i in anchors],
+                each_side=each_side,
+            )
+            assert all(doc.bank_id == bank for doc in found)
+            return sorted(doc.event_id.removeprefix(f"{bank}-") for doc in found)
+
+        assert await around([3], 1) == ["t2", "t4"]  # t4 shares t3's second: after it by id
+        assert await around([4], 2) == ["t2", "t3", "t5", "t6"]
+        assert await around([0], 2) == ["t1", "t2"]  # nothing before the first turn
+        assert await around([7], 3) == ["t4", "t5", "t6"]
+        assert await around([2, 3], 1) == ["t1", "t4"]  # anchors are not their own neighbours
+        assert await around([3], 0) == []
+        assert await around([5], 1, fact_types=frozenset({FactType.WORLD})) == ["t4", "t7"]
+        assert await around([5], 1, tags_any=frozenset({"late"})) == ["t6"]
+        assert await around([5], 1, until=BASE_TIME + timedelta(seconds=6)) == ["t4"]
+        assert await around([5], 1, tags_any=frozenset()) == []
+        found = await index.neighbours(everything, [turns[1], turns[1]], each_side=1)
+        assert sorted(doc.event_id for doc in found) == [f"{bank}-t0", f"{bank}-t2"]
+        assert_same_document(next(doc for doc in found if doc.event_id == f"{bank}-t0"), turns[0])
+
+    async def test_neighbours_stay_within_reach_and_skip_what_the_caller_has(
+        self, index: MemoryIndex, bank: str
+    ) -> None:
+        turns = await self.conversation(index, bank)
+
+        async def around(anchor: int, **options: Any) -> list[str]:
+            found = await index.neighbours(
+                SearchFilters(bank_id=bank), [turns[anchor]], each_side=2, **options
+            )
+            return sorted(doc.event_id.removeprefix(f"{bank}-") for doc in found)
+
+        assert await around(5) == ["t3", "t4", "t6", "t7"]
+        # t4 is 2 s before t5 (t3 too), t6 is 1 s after and t7 2 s after.
+        assert await around(5, within_s=1.5) == ["t6"]
+        assert await around(5, within_s=2.0) == ["t3", "t4", "t6", "t7"]
+        # Excluded turns are not returned, and the next ones do not move up in their place.
+        assert await around(5, exclude={f"{bank}-t4", f"{bank}-t6"}) == ["t3", "t7"]
+
+    async def test_neighbours_never_cross_banks_or_come_without_a_session(
+        self, index: MemoryIndex, bank: str
+    ) -> None:
+        turns = await self.conversation(index, bank)
+        # An anchor of this bank asked about under another bank's filters finds nothing.
+        assert (
+            await index.neighbours(SearchFilters(bank_id=f"{bank}x"), [turns[2]], each_side=3) == []
+        )
+        loose = make_doc(bank, "loose", dimension=self.dimension, session_id=None)
+        await index.upsert([loose])
+        assert await index.neighbours(SearchFilters(bank_id=bank), [loose], each_side=3) == []
+        assert await index.neighbours(SearchFilters(bank_id=bank), [], each_side=3) == []
+
     async def test_update_changes_only_the_patched_signals(
         self, index: MemoryIndex, bank: str
     ) -> None:
@@ -711,6 +810,60 @@ class MemoryIndexContract:
         await index.upsert([self.doc(bank, "world", summary="kiwi again", importance=0.3)])
         assert "world" in await self.found(index, kind, bank)
 
+    async def test_delete_many_removes_only_the_banks_listed_documents(
+        self, index: MemoryIndex, bank: str, other_bank: str, kind: SearchKind
+    ) -> None:
+        await self.filter_corpus(index, bank)
+        await self.filter_corpus(index, other_bank)
+        await self.search(index, kind, SearchFilters(bank_id=bank))  # warm any cache first
+        listed = [
+            f"{bank}-world",
+            f"{bank}-proc",
+            f"{bank}-world",  # a repeat counts once
+            f"{other_bank}-pref",  # another bank's id: never deleted
+            f"{bank}-never-written",
+            f"{other_bank}-late",
+        ]
+        assert await index.delete_many(bank, listed) == 2
+        assert await index.get(bank, f"{bank}-world") is None
+        assert await index.get(bank, f"{bank}-proc") is None
+        assert await index.count(bank) == 4
+        assert await self.found(index, kind, bank) == {"pref", "none", "exact", "late"}
+        assert await index.count(other_bank) == 6
+        assert len(await self.found(index, kind, other_bank)) == 6
+        assert await index.get(other_bank, f"{other_bank}-pref") is not None
+        assert await index.delete_many(bank, listed) == 0  # the rest are not this bank's
+
+    async def test_delete_many_of_nothing_or_of_unknown_ids_is_zero(
+        self, index: MemoryIndex, bank: str
+    ) -> None:
+        assert await index.delete_many(bank, []) == 0
+        assert await index.delete_many(bank, [f"{bank}-ghost", "", "x" * 300]) == 0
+        await index.upsert([self.doc(bank, "kept")])
+        assert await index.delete_many(bank, []) == 0
+        assert await index.delete_many(bank, [f"{bank}-ghost"]) == 0
+        assert await index.count(bank) == 1
+
+    async def test_delete_many_of_a_long_list(
+        self, index: MemoryIndex, bank: str, other_bank: str
+    ) -> None:
+        # Longer than any adapter's request (OpenSearch: 500 ids per mget and _bulk).
+        docs = [self.doc(bank, f"n{i:04d}", summary=f"long list member{i}") for i in range(1_100)]
+        await index.upsert(docs)
+        await index.upsert([self.doc(other_bank, f"n{i:04d}") for i in range(0, 1_100, 7)])
+        listed = [doc.event_id for doc in docs[:1_050]]
+        # Unknown and other-bank ids spread over every chunk.
+        listed[::9] = [f"{other_bank}-n{i:04d}" for i in range(0, 1_050, 9)]
+        removed = 1_050 - len(listed[::9])
+        listed += [f"{bank}-unknown{i}" for i in range(200)]
+        assert await index.delete_many(bank, listed) == removed
+        assert await index.count(bank) == 1_100 - removed
+        assert await index.count(other_bank) == len(range(0, 1_100, 7))
+        hits = await index.search_text("member1075", SearchFilters(bank_id=bank), size=5)
+        assert ids(hits) == [f"{bank}-n1075"]
+        assert await index.search_text("member1", SearchFilters(bank_id=bank), size=5) == []
+        assert await index.get(bank, f"{bank}-n0009") is not None  # its id was not listed
+
     # --- durability and several instances -------------------------------------------------
 
     async def test_documents_survive_a_reopen(
@@ -745,6 +898,17 @@ class MemoryIndexContract:
             "late",
         }
         assert "world" not in await self.found(reader, kind, bank)
+
+    async def test_a_second_instance_sees_the_first_ones_delete_many(
+        self, session: IndexSession, bank: str, kind: SearchKind
+    ) -> None:
+        self.require_durable()
+        writer, reader = await session.open(), await session.open()
+        await self.filter_corpus(writer, bank)
+        assert len(await self.found(reader, kind, bank)) == 6  # the reader's caches are warm
+        assert await writer.delete_many(bank, [f"{bank}-world", f"{bank}-late"]) == 2
+        assert await self.found(reader, kind, bank) == {"proc", "pref", "none", "exact"}
+        assert await reader.count(bank) == 4
 
     async def test_interleaved_writers_see_each_other(
         self, session: IndexSession, bank: str, kind: SearchKind

@@ -78,6 +78,13 @@ CREATE TABLE IF NOT EXISTS group_offsets (
 CREATE TABLE IF NOT EXISTS group_leases (
     group_name TEXT PRIMARY KEY, owner TEXT NOT NULL, expires_ms INTEGER NOT NULL);
 """
+_TRIM = """
+DELETE FROM records WHERE timestamp_ms < ?
+  AND offset < (SELECT MIN(g.committed) FROM group_offsets AS g
+                WHERE g.topic = records.topic AND g.partition = records.partition)
+  AND offset < (SELECT MAX(m.offset) FROM records AS m
+                WHERE m.topic = records.topic AND m.partition = records.partition)
+"""
 # A file that is not (or no longer) a database will not heal by retrying.
 _PERMANENT_CODES = frozenset(
     {sqlite3.SQLITE_CANTOPEN, sqlite3.SQLITE_NOTADB, sqlite3.SQLITE_CORRUPT}
@@ -162,6 +169,8 @@ class _Connection:
         try:
             conn.execute("PRAGMA journal_mode=WAL")
             conn.execute("PRAGMA synchronous=FULL")
+            # Trimmed records may hold forgotten memories: overwrite their bytes, not just unlink.
+            conn.execute("PRAGMA secure_delete=ON")
             conn.executescript(_SCHEMA)
         except BaseException:
             conn.close()
@@ -220,6 +229,12 @@ class SqliteEventBus:
             another process appended (records published through this bus wake
             it at once).
         max_batch: The most publishes one transaction takes.
+        retention_s: Records older than this are deleted once every group that
+            reads their partition has committed past them (``None``: kept for
+            ever). A partition's newest record always stays: it carries the
+            partition's next offset. Checked at most every ``trim_every_s``
+            seconds, after a publish.
+        trim_every_s: How often publishing may trigger a trim.
     """
 
     def __init__(
@@ -230,7 +245,14 @@ class SqliteEventBus:
         lease_ttl_s: float = 15.0,
         poll_interval_s: float = 0.02,
         max_batch: int = 5000,
+        retention_s: float | None = None,
+        trim_every_s: float = 300.0,
     ) -> None:
+        if retention_s is not None and retention_s < 0:
+            raise ConfigurationError("retention_s must not be negative")
+        self.retention_s = retention_s
+        self._trim_every_s = trim_every_s
+        self._trimmed_at = time.monotonic()
         self.path = Path(path)
         self.lease_ttl_s = lease_ttl_s
         self.poll_interval_s = poll_interval_s
@@ -338,8 +360,35 @@ class SqliteEventBus:
                     else:
                         item.future.set_result(outcome)
                 self._notify_appended()
+                # Inside the loop: publishes queued during the trim are flushed by this task.
+                if self.retention_s is not None and self._trim_due():
+                    await self.trim()
         finally:
             self._flusher = None
+
+    def _trim_due(self) -> bool:
+        return time.monotonic() - self._trimmed_at >= self._trim_every_s
+
+    async def trim(self) -> int:
+        """Delete the records retention lets go (see ``retention_s``); how many went.
+
+        A record goes only when it is older than the retention, every group that
+        committed on its partition is past it, and a newer record exists in the
+        partition. A partition no group ever committed on is kept whole, so
+        records published before their consumer first ran are never lost.
+        """
+        self._check_open()
+        self._trimmed_at = time.monotonic()
+        if self.retention_s is None:
+            return 0
+        cutoff_ms = _now_ms() - int(self.retention_s * 1000)
+
+        def delete(conn: sqlite3.Connection) -> int:
+            with _transaction(conn, write=True):
+                deleted = conn.execute(_TRIM, (cutoff_ms,)).rowcount
+            return int(deleted)
+
+        return await self._db.run(delete)
 
     def _partition_count(self, conn: sqlite3.Connection, topic: str) -> int | None:
         count = self._partitions.get(topic)

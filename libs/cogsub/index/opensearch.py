@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import asyncio
 import random
-from collections.abc import Iterator, Sequence
+from collections.abc import Collection, Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any
 
@@ -293,28 +293,106 @@ class OpenSearchMemoryIndex:
 
     async def delete(self, bank_id: str, event_id: str) -> bool:
         """Remove the document if it belongs to ``bank_id``; ``True`` if it did."""
+        return await self.delete_many(bank_id, [event_id]) == 1
+
+    async def delete_many(self, bank_id: str, event_ids: Sequence[str]) -> int:
+        """Remove the documents ``event_ids`` of ``bank_id``; how many were removed.
+
+        Per ``bulk_size`` ids: one ``mget`` (which of them are this bank's, at which
+        version) and one ``_bulk`` of deletes conditional on that version, so a
+        document of another bank is never deleted, even one that moved there
+        between the two requests. Ids that lost a race are read and tried again.
+
+        Raises:
+            ConflictError: still losing races after ``max_update_attempts``.
+            UnavailableError: the cluster is down or throttling (call again: idempotent).
+        """
+        # An empty _id is no document's, and some clusters refuse it in an mget.
+        wanted = [event_id for event_id in dict.fromkeys(event_ids) if event_id]
+        deleted = 0
+        for start in range(0, len(wanted), self._bulk_size):
+            deleted += await self._delete_chunk(bank_id, wanted[start : start + self._bulk_size])
+        return deleted
+
+    async def _delete_chunk(self, bank_id: str, event_ids: list[str]) -> int:
+        deleted = 0
+        pending = event_ids
         for _ in range(self._max_update_attempts):
-            found = await self._get_versioned(bank_id, event_id)
-            if found is None:
-                return False
-            _, seq_no, primary_term = found
-            try:
-                with _translated("delete"):
-                    await self._client.delete(
-                        index=self._index,
-                        id=event_id,
-                        if_seq_no=seq_no,
-                        if_primary_term=primary_term,
-                        refresh=_REFRESH,
-                    )
-            except NotFoundError:
-                return False
-            except ConflictError:
-                # Changed since we read it (perhaps moved bank): read again.
-                await _backoff()
-                continue
-            return True
-        raise ConflictError(f"delete of {event_id!r} lost {self._max_update_attempts} races")
+            versions = await self._bank_versions(bank_id, pending)
+            if not versions:
+                return deleted
+            lines = queries.bulk_delete_lines(self._index, versions)
+            with _translated("bulk delete"):
+                response = await self._client.bulk(body=lines, refresh=_REFRESH)
+            pending, refused = [], []
+            for failure in queries.bulk_failures(response):
+                if failure.status == 409:  # changed since the mget: read it again
+                    pending.append(lines[failure.position]["delete"]["_id"])
+                else:
+                    refused.append(failure)
+            _raise_for_failures(refused)
+            deleted += sum(
+                1 for item in response["items"] if item.get("delete", {}).get("result") == "deleted"
+            )
+            if not pending:
+                return deleted
+            await _backoff()
+        raise ConflictError(
+            f"delete of {len(pending)} documents lost {self._max_update_attempts} races"
+        )
+
+    async def _bank_versions(
+        self, bank_id: str, event_ids: list[str]
+    ) -> dict[str, tuple[int, int]]:
+        """``_id -> (_seq_no, _primary_term)`` of this bank's documents among ``event_ids``."""
+        try:
+            with _translated("mget"):
+                response = await self._client.mget(
+                    index=self._index, body={"ids": event_ids}, _source_includes="bank_id"
+                )
+        except NotFoundError:  # no index yet: nothing in it to delete
+            return {}
+        return {
+            found["_id"]: (int(found["_seq_no"]), int(found["_primary_term"]))
+            for found in response["docs"]
+            if found.get("found") and found["_source"].get("bank_id") == bank_id
+        }
+
+    async def neighbours(
+        self,
+        filters: SearchFilters,
+        anchors: Sequence[IndexDocument],
+        *,
+        each_side: int,
+        within_s: float | None = None,
+        exclude: Collection[str] = (),
+    ) -> list[IndexDocument]:
+        """The session neighbours of each anchor: one ``_msearch`` of two sorted searches each."""
+        queries.check_size(each_side)
+        placed = [a for a in anchors if a.session_id is not None and a.bank_id == filters.bank_id]
+        if each_side == 0 or not placed or filters.fact_types == frozenset():
+            return []
+        if filters.tags_any == frozenset():
+            return []
+        lines: list[dict[str, Any]] = []
+        for anchor in placed:
+            for body in queries.neighbour_queries(filters, anchor, each_side, within_s=within_s):
+                lines += [{"index": self._index}, body]
+        with _translated("neighbour search"):
+            response = await self._client.msearch(body=lines)
+        taken = {*exclude, *(a.event_id for a in placed)}
+        found: list[IndexDocument] = []
+        for answer in response["responses"]:
+            if "error" in answer:
+                raise CogsubError(f"opensearch refused a neighbour search: {answer['error']}")
+            for raw in answer["hits"]["hits"]:
+                doc = _document(raw["_source"], raw.get("_id"))
+                if doc.bank_id != filters.bank_id:
+                    raise CogsubError(f"opensearch returned a document of bank {doc.bank_id!r}")
+                if doc.event_id not in taken:
+                    taken.add(doc.event_id)
+                    found.append(doc)
+        return found
 
     async def scan(
         self, filters: SearchFilters, *, size: int, after: str | None = None

@@ -21,6 +21,7 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from datetime import datetime, timedelta
 from typing import Any
 
 from pydantic import ValidationError
@@ -150,6 +151,53 @@ def scan_query(filters: SearchFilters, size: int, *, after: str | None) -> Body:
     return {"size": size, "query": {"bool": {"filter": clauses}}, "sort": [{"event_id": "asc"}]}
 
 
+def neighbour_queries(
+    filters: SearchFilters, anchor: IndexDocument, each_side: int, *, within_s: float | None = None
+) -> list[Body]:
+    """Two searches: the ``each_side`` documents of ``anchor``'s session just before it, and after.
+
+    "Before" is by (``timestamp``, ``event_id``), the order neighbouring turns
+    are linked in, so documents sharing the anchor's timestamp split by id.
+    ``within_s`` bounds how far from the anchor they may be.
+    """
+    check_size(each_side)
+    at = anchor.timestamp
+    window: list[Body] = []
+    if within_s is not None:
+        moment = datetime.fromisoformat(at.replace("Z", "+00:00"))
+        reach = timedelta(seconds=within_s)
+        span = {"gte": format_timestamp(moment - reach), "lte": format_timestamp(moment + reach)}
+        window.append({"range": {"timestamp": span}})
+    bodies = []
+    for time_side, id_side, order in (("lt", "lt", "desc"), ("gt", "gt", "asc")):
+        around = {
+            "bool": {
+                "should": [
+                    {"range": {"timestamp": {time_side: at}}},
+                    {
+                        "bool": {
+                            "filter": [
+                                {"range": {"timestamp": {"gte": at, "lte": at}}},
+                                {"range": {"event_id": {id_side: anchor.event_id}}},
+                            ]
+                        }
+                    },
+                ],
+                "minimum_should_match": 1,
+            }
+        }
+        session = {"term": {"session_id": anchor.session_id}}
+        clauses = [*filters_clause(filters), session, around, *window]
+        bodies.append(
+            {
+                "size": each_side,
+                "query": {"bool": {"filter": clauses}},
+                "sort": [{"timestamp": order}, {"event_id": order}],
+            }
+        )
+    return bodies
+
+
 def text_query(
     query: str, filters: SearchFilters, size: int, *, tag_terms: Sequence[str] = ()
 ) -> Body:
@@ -261,6 +309,25 @@ def bulk_index_lines(index: str, documents: Sequence[IndexDocument]) -> list[Bod
         lines.append({"index": {"_index": index, "_id": doc.event_id}})
         lines.append(doc.to_source())
     return lines
+
+
+def bulk_delete_lines(index: str, versions: Mapping[str, tuple[int, int]]) -> list[Body]:
+    """Bulk ``delete`` actions, each only if the document is still at the version read.
+
+    ``versions`` maps ``_id`` to its ``(_seq_no, _primary_term)``; a document that
+    changed since (or moved to another bank) answers 409 instead of being deleted.
+    """
+    return [
+        {
+            "delete": {
+                "_index": index,
+                "_id": event_id,
+                "if_seq_no": seq_no,
+                "if_primary_term": primary_term,
+            }
+        }
+        for event_id, (seq_no, primary_term) in versions.items()
+    ]
 
 
 @dataclass(frozen=True)

@@ -17,6 +17,20 @@ Contract every adapter keeps:
   ``ConfigurationError``, a query vector of the wrong length ``InvalidInputError``.
 - ``update`` changes only the ranking signals named in the patch, atomically
   against concurrent updates, and raises ``NotFoundError`` for a missing doc.
+- ``delete_many`` removes the listed documents of one bank and returns how
+  many it removed: ids of another bank, unknown ids and repeats count 0 and
+  are left alone (another bank's document is never touched); an empty list
+  is 0. It takes lists of any length (adapters split them into bounded
+  requests), and what it removed is gone from every read on return. It is
+  not atomic across requests: after a failure part of the list may be gone,
+  and calling it again with the same list finishes the job.
+- ``neighbours`` returns, for each anchor document with a ``session_id``, up
+  to ``each_side`` documents of the same bank and session just before it and
+  just after it in (``timestamp``, ``event_id``) order, among those matching
+  the filters and, with ``within_s``, at most that many seconds from the
+  anchor: the turns around a hit, which the searches may not have found.
+  Anchors, ids in ``exclude``, repeats and anchors without a session add
+  nothing (excluded documents still count towards ``each_side``).
 - ``scan`` lists a bank's documents matching the filters in ``event_id``
   order, ``size`` at a time after the cursor ``after`` (exclusive), so a
   background job can walk a large bank in bounded steps.
@@ -25,7 +39,7 @@ Contract every adapter keeps:
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Protocol
@@ -95,6 +109,22 @@ class MemoryIndex(Protocol):
 
     async def delete(self, bank_id: str, event_id: str) -> bool:
         """Remove a document; ``True`` if it existed."""
+        ...
+
+    async def delete_many(self, bank_id: str, event_ids: Sequence[str]) -> int:
+        """Remove the documents ``event_ids`` of ``bank_id``; how many there were."""
+        ...
+
+    async def neighbours(
+        self,
+        filters: SearchFilters,
+        anchors: Sequence[IndexDocument],
+        *,
+        each_side: int,
+        within_s: float | None = None,
+        exclude: Collection[str] = (),
+    ) -> list[IndexDocument]:
+        """The documents around each anchor in its session (see the module docstring)."""
         ...
 
     async def scan(

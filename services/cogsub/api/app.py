@@ -12,6 +12,7 @@ from cogsub.api.errors import CatchAllMiddleware, install_error_handlers
 from cogsub.api.limits import ApiLimits, BodyLimitMiddleware
 from cogsub.api.metrics import MetricsMiddleware, mount_metrics
 from cogsub.api.ratelimit import RateLimitMiddleware
+from cogsub.api.readiness import ReadinessProbes
 from cogsub.lifecycle import Lifecycle
 from cogsub.recall import MemoryService
 from cogsub.telemetry.metrics import Metrics
@@ -35,7 +36,8 @@ def create_app(
         service: Serves retain, recall and get.
         auth: The API keys and their banks; None leaves every bank open (loopback use).
         limits: Body size and readiness timeout.
-        readiness: Awaited by ``/readyz``; it should touch the index. None: always ready.
+        readiness: The probes ``/readyz`` runs, by dependency name (``index``, ``archive``,
+            ``bus``), each bounded by ``limits.readiness_timeout_s``. None: always ready.
         consolidate: Runs one consolidation round of a bank; None: the route answers 503.
         lifecycle: Forgets memories and banks, exports and imports; None: those routes
             answer 503.
@@ -54,7 +56,9 @@ def create_app(
         service=service,
         keys=auth,
         limits=limits,
-        readiness=readiness,
+        readiness=(
+            ReadinessProbes(readiness, timeout_s=limits.readiness_timeout_s) if readiness else None
+        ),
         consolidate=consolidate,
         lifecycle=lifecycle,
     )

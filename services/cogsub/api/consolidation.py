@@ -11,7 +11,7 @@ from fastapi import APIRouter
 from pydantic import BaseModel, ConfigDict
 
 from cogsub.api.deps import Bank, Service, State
-from cogsub.api.errors import BANK_ERRORS
+from cogsub.api.errors import BANK_ERRORS, BODY_ERRORS, ErrorBody
 from cogsub.core.errors import UnavailableError
 from cogsub.core.memory import ConsolidationReport, FeedbackRequest
 
@@ -42,7 +42,11 @@ async def consolidate(bank_id: Bank, state: State) -> ConsolidationReport:
     "/feedback",
     operation_id="feedback",
     summary="Reinforce recalled memories: returned, used or helpful",
-    responses={**BANK_ERRORS, 404: {"description": "A memory id is not in this bank"}},
+    responses={
+        **BANK_ERRORS,
+        **BODY_ERRORS,
+        404: {"model": ErrorBody, "description": "A memory id is not in this bank"},
+    },
 )
 async def feedback(bank_id: Bank, service: Service, body: FeedbackRequest) -> FeedbackResult:
     """``used``/``helpful`` count more than ``returned`` and restore the memory's decay to 1."""

@@ -7,16 +7,18 @@ one process (tests, embedded clients) never share anything.
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
-from typing import Annotated
+from typing import Annotated, Any
 
-from fastapi import Depends, Header, Request
+from fastapi import Depends, Header, Path, Request
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 
 from cogsub.api.auth import ApiKeys, authorize, key_digest
 from cogsub.api.limits import ApiLimits
+from cogsub.api.readiness import Probe, ReadinessProbes
 from cogsub.core.errors import UnavailableError
+from cogsub.core.events import MAX_ID_LENGTH
 from cogsub.core.memory import ConsolidationReport
 from cogsub.lifecycle import Lifecycle, actor_label
 from cogsub.recall import MemoryService
@@ -25,7 +27,26 @@ STATE_ATTRIBUTE = "cogsub"
 ACTOR_HEADER = "X-Cogsub-Actor"
 ACTOR_DIGEST_CHARS = 12
 
-Readiness = Callable[[], Awaitable[object]]
+# The SafeId rule of cogsub.core.events, published in the OpenAPI document only: the
+# routes check ids themselves (after the API key, so a caller without one learns nothing).
+SAFE_ID_SCHEMA: dict[str, Any] = {
+    "minLength": 1,
+    "maxLength": MAX_ID_LENGTH,
+    "pattern": "^[A-Za-z0-9_][A-Za-z0-9_.:@+-]*$",
+}
+_SAFE_ID_RULE = (
+    f"1 to {MAX_ID_LENGTH} characters, a letter, digit or _ first, then letters, digits"
+    " and _ . : @ + -, never '..'"
+)
+BankId = Annotated[
+    str, Path(description=f"The bank: {_SAFE_ID_RULE}", json_schema_extra=SAFE_ID_SCHEMA)
+]
+MemoryId = Annotated[
+    str, Path(description=f"The memory: {_SAFE_ID_RULE}", json_schema_extra=SAFE_ID_SCHEMA)
+]
+
+Readiness = Mapping[str, Probe]
+"""The probes of ``/readyz`` by dependency name; see :class:`ReadinessProbes`."""
 Consolidate = Callable[[str], Awaitable[ConsolidationReport]]
 
 
@@ -36,7 +57,7 @@ class ApiState:
     service: MemoryService
     keys: ApiKeys | None
     limits: ApiLimits
-    readiness: Readiness | None
+    readiness: ReadinessProbes | None
     consolidate: Consolidate | None = None
     lifecycle: Lifecycle | None = None
 
@@ -58,7 +79,7 @@ _bearer = HTTPBearer(
 
 
 def _bank(
-    bank_id: str,
+    bank_id: BankId,
     state: Annotated[ApiState, Depends(api_state)],
     credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(_bearer)],
 ) -> str:

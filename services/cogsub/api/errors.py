@@ -5,6 +5,7 @@
 | raised                                   | status | type              |
 |------------------------------------------|--------|-------------------|
 | InvalidInputError, RequestValidationError | 422    | invalid_input     |
+| a JSON body that cannot be read          | 400    | bad_request       |
 | AuthenticationError                      | 401    | unauthenticated   |
 | PermissionDeniedError                    | 403    | forbidden         |
 | NotFoundError, unknown route             | 404    | not_found         |
@@ -28,6 +29,7 @@ from pydantic import BaseModel
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from cogsub.api.readiness import NotReadyError
 from cogsub.core.errors import (
     CogsubError,
     ConflictError,
@@ -91,6 +93,14 @@ BANK_ERRORS: dict[int | str, dict[str, Any]] = {
     429: _described("Over this key's request rate; retry after `Retry-After` seconds"),
     503: _described("A backend is briefly unavailable; retry after `Retry-After` seconds"),
 }
+# For OpenAPI: what an operation that parses a JSON body may answer besides.
+BODY_ERRORS: dict[int | str, dict[str, Any]] = {
+    400: _described("The body cannot be read as JSON (not UTF-8, too deep, a number too long)"),
+}
+#: The rule a body breaks when FastAPI cannot even decode it (its 400, not a 422).
+UNREADABLE_BODY = FieldProblem(
+    "(body)", "must be readable JSON: UTF-8, not nested too deeply, no number over 4300 digits"
+)
 
 
 def error_response(
@@ -117,12 +127,15 @@ async def _domain_error(request: Request, exc: Exception) -> JSONResponse:
             if isinstance(exc, InvalidInputError):
                 return error_response(status, name, str(exc), exc.problems)
             headers = None
+            problems: tuple[FieldProblem, ...] = ()
             if isinstance(exc, UnavailableError):
                 after = getattr(exc, "retry_after_s", None) or DEFAULT_RETRY_AFTER_S
                 headers = {"Retry-After": str(max(1, math.ceil(after)))}
+            if isinstance(exc, NotReadyError):
+                problems = exc.problems
             if isinstance(exc, AuthenticationError):
                 headers = {"WWW-Authenticate": "Bearer"}
-            return error_response(status, name, str(exc), headers=headers)
+            return error_response(status, name, str(exc), problems, headers=headers)
     # ConfigurationError and the rest are the server's problem; their text stays in the log.
     log.error(
         "api_request_failed",
@@ -158,6 +171,11 @@ async def _http_error(request: Request, exc: Exception) -> JSONResponse:
     assert isinstance(exc, StarletteHTTPException)
     kind = _BY_STATUS.get(exc.status_code, "internal" if exc.status_code >= 500 else "http_error")
     headers = dict(exc.headers) if exc.headers else None
+    if exc.status_code == 400 and isinstance(exc.__cause__, ValueError | RecursionError):
+        # FastAPI's "There was an error parsing the body" says nothing of why; the
+        # decoder's own error (bad UTF-8, int digit limit, recursion) is behind it.
+        problem = UNREADABLE_BODY
+        return error_response(400, kind, str(problem), [problem], headers=headers)
     return error_response(exc.status_code, kind, str(exc.detail), headers=headers)
 
 

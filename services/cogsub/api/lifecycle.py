@@ -17,7 +17,7 @@ from fastapi import APIRouter, Query, Request
 from fastapi.responses import StreamingResponse
 
 from cogsub.api.auth import checked_memory_id
-from cogsub.api.deps import Actor, Bank, LifecycleDep
+from cogsub.api.deps import Actor, Bank, LifecycleDep, MemoryId
 from cogsub.api.errors import BANK_ERRORS, ErrorBody
 from cogsub.core.errors import FieldProblem, InvalidInputError
 from cogsub.lifecycle import ForgetBankReport, ForgetReport, ImportReport
@@ -38,7 +38,7 @@ _NOT_FOUND: dict[int | str, dict[str, Any]] = {
     responses={**BANK_ERRORS, **_NOT_FOUND},
 )
 async def forget(
-    bank_id: Bank, lifecycle: LifecycleDep, actor: Actor, memory_id: str
+    bank_id: Bank, lifecycle: LifecycleDep, actor: Actor, memory_id: MemoryId
 ) -> ForgetReport:
     """Gone from recall at once; the audit record keeps ids and counts, never the text.
 

@@ -15,8 +15,8 @@ from fastapi import APIRouter, Response
 from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, ValidationError
 
 from cogsub.api.auth import checked_memory_id
-from cogsub.api.deps import Bank, Service
-from cogsub.api.errors import BANK_ERRORS, ErrorBody
+from cogsub.api.deps import Bank, MemoryId, Service
+from cogsub.api.errors import BANK_ERRORS, BODY_ERRORS, ErrorBody
 from cogsub.core.errors import FieldProblem, InvalidInputError
 from cogsub.core.events import MAX_TAGS, MAX_TEXT_LENGTH, FactType, SafeId, ShortText, Tag
 from cogsub.core.memory import (
@@ -62,6 +62,7 @@ class TextBlockBody(_BlockBody):
 
 RETAIN_RESPONSES: dict[int | str, dict[str, Any]] = {
     **BANK_ERRORS,
+    **BODY_ERRORS,
     202: {"model": RetainResult, "description": "Accepted durably; not recallable yet"},
     404: {"model": ErrorBody, "description": "`supersedes` names no procedure of this bank"},
     409: {"model": ErrorBody, "description": "The memory id is taken by different content"},
@@ -187,5 +188,5 @@ async def update_profile(
         404: {"model": ErrorBody, "description": "This bank has no such memory"},
     },
 )
-async def get_memory(bank_id: Bank, service: Service, memory_id: str) -> MemoryRecord:
+async def get_memory(bank_id: Bank, service: Service, memory_id: MemoryId) -> MemoryRecord:
     return await service.get_memory(bank_id, checked_memory_id(memory_id))

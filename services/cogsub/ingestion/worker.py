@@ -6,9 +6,12 @@ effect is idempotent on redelivery: the archive refuses a second write (and
 the worker then checks the stored object is the same experience), the index
 upserts by event id, and announcements are at-least-once.
 
-``run`` pipelines three batches at once: batch N+2 is polled and embedded while
-N+1 is archived and N is indexed, announced and committed. Commits stay in
-order, and nothing before the commit has effects another batch depends on.
+``run`` pipelines batches: the next batch is polled and embedded while one is
+archived and up to ``finishing_depth`` archived batches are indexed, announced
+and committed. An index write that waits for the index's refresh is mostly
+waiting, so more than one of them in flight keeps the archive busy. Commits
+stay in order, and nothing before the commit has effects another batch
+depends on.
 """
 
 from __future__ import annotations
@@ -16,6 +19,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import random
+from collections import deque
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TypeVar
@@ -95,7 +99,11 @@ class IngestionWorker:
         observer: StageObserver | None = None,
         index_name: str = EXPERIENCE_INDEX,
         messaging_system: str = "sqlite",
+        finishing_depth: int = 2,
     ) -> None:
+        if finishing_depth < 1:
+            raise ConfigurationError("finishing_depth must be at least 1")
+        self._finishing_depth = finishing_depth
         self._bus = bus
         self._index = index
         self._embedder = embedder
@@ -136,13 +144,13 @@ class IngestionWorker:
         consumer = self._bus.consumer([EXPERIENCE_RAW], group=self._group)
         ahead: _Ahead | None = None
         polling: asyncio.Task[_Ahead | None] | None = None
-        finishing: asyncio.Task[BatchOutcome] | None = None
+        # Oldest first; each commits only after the one before it has committed.
+        finishing: deque[asyncio.Task[BatchOutcome]] = deque()
         try:
             while not stop.is_set():
                 if ahead is None:
-                    if finishing is not None:  # idle: let the last batch land before waiting
-                        report(await finishing)
-                        finishing = None
+                    while finishing:  # idle: let the last batches land before waiting
+                        report(await finishing.popleft())
                     ahead = await self._poll_ahead(consumer)
                     continue
                 records, preparing = ahead
@@ -152,27 +160,31 @@ class IngestionWorker:
                 vectors = prepared.vectors
                 staged = await self._stage_or_none(records, prepared)
                 ahead, polling = await polling, None
-                if finishing is not None:
-                    report(await finishing)
-                    finishing = None
+                while finishing and (staged is None or len(finishing) >= self._finishing_depth):
+                    report(await finishing.popleft())
                 if staged is None:  # something in it fails for good: find it record by record
                     report(await self.process(records, consumer, vectors=vectors))
                     continue
-                finishing = asyncio.create_task(self._finish_and_commit(staged, consumer))
-            if finishing is not None:
-                report(await finishing)
-                finishing = None
+                after = finishing[-1] if finishing else None
+                finishing.append(
+                    asyncio.create_task(self._finish_and_commit(staged, consumer, after))
+                )
+            while finishing:
+                report(await finishing.popleft())
         except _Stopping:
             log.warning("ingestion_stopped_while_retrying")  # uncommitted: delivered again
         finally:
             polled = None
             if polling is not None:  # records polled but never staged are delivered again
                 polled = await _abandoned_poll(polling)
-            for task in (finishing, ahead[1] if ahead else None, polled[1] if polled else None):
+            leftover = [*finishing, ahead[1] if ahead else None, polled[1] if polled else None]
+            for task in leftover:
                 if task is not None and not task.done():
                     task.cancel()
                     with contextlib.suppress(BaseException):
                         await task
+                elif task is not None and not task.cancelled():
+                    task.exception()  # a batch failed behind the one that stopped us: seen
             await consumer.close()
 
     async def process(
@@ -218,7 +230,17 @@ class IngestionWorker:
             log.warning("ingestion_batch_split", error=str(exc), size=len(records))
             return None
 
-    async def _finish_and_commit(self, staged: StagedBatch, consumer: Consumer) -> BatchOutcome:
+    async def _finish_and_commit(
+        self,
+        staged: StagedBatch,
+        consumer: Consumer,
+        after: asyncio.Task[BatchOutcome] | None,
+    ) -> BatchOutcome:
+        """Index and announce ``staged``, then commit it once ``after`` has committed.
+
+        Commits are cumulative per partition, so committing this batch before the
+        one ahead of it would mark that one's records done before their effects.
+        """
         try:
             outcome = await self._retrying(lambda: self._steps.finish(staged))
         except ConfigurationError:
@@ -228,6 +250,8 @@ class IngestionWorker:
             outcome = await self._process_isolating(staged.records, {})
         finally:
             staged.spans.end()
+        if after is not None:
+            await asyncio.shield(after)  # its failure is ours too: nothing after it commits
         await self._commit(staged.records, consumer, outcome)
         return outcome
 

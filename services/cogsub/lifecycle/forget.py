@@ -206,8 +206,7 @@ class Forgetting:
 
     async def _complete(self, plan: ForgetPlan, *, resumed: bool, deleted: int) -> ForgetReport:
         bank_id = plan.bank_id
-        for memory_id in plan.memory_ids:
-            deleted += await self._index.delete(bank_id, memory_id)
+        deleted += await self._index.delete_many(bank_id, plan.memory_ids)
         await self._erase(plan.object_keys)
         await self._repair(plan)
         folders = [folder_of(bank_id, k) for k in plan.object_keys]
@@ -307,7 +306,7 @@ class Forgetting:
             after = page[-1].event_id
             keys = [d.object_storage_key for d in page if owned_by(bank_id, d.object_storage_key)]
             await self._erase(keys)
-            deleted = sum([await self._index.delete(bank_id, d.event_id) for d in page])
+            deleted = await self._index.delete_many(bank_id, [d.event_id for d in page])
             report = report.model_copy(
                 update={
                     "index_documents": report.index_documents + deleted,

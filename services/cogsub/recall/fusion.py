@@ -4,9 +4,10 @@ Two fusions, chosen by ``RankingPolicy.fusion``:
 
 - ``rrf``: reciprocal-rank fusion of the two ranked lists (:func:`fuse`);
 - ``contextual`` (the default, :func:`contextual_fuse`): scores, not ranks, over
-  the union of both pools. BM25 is scaled by the pool's best, then each turn of
-  a conversation also receives part of its neighbours' BM25 (the turn before
-  it most, fully when that turn asked a question: the answer follows it). The
+  the union of both pools and the turns around their best hits. BM25 is scaled
+  by the pool's best, then each turn of a conversation also receives part of
+  its neighbours' BM25 (the turn before it most, fully when that turn asked a
+  question: the answer follows it; a smaller part from two turns away). The
   cosine is taken between the query and the turn's embedding mixed with its
   neighbours', then scaled so the pool's median is 0 and its best 1. Their
   weighted sum is multiplied by the query's cues (a named speaker, a "when"
@@ -52,8 +53,16 @@ class Candidate:
     boost: float | None = None
 
 
-def _pooled(text_hits: Sequence[Hit], vector_hits: Sequence[Hit]) -> list[Candidate]:
-    """The union of both pools, each candidate with its ranks and raw scores."""
+def _pooled(
+    text_hits: Sequence[Hit],
+    vector_hits: Sequence[Hit],
+    neighbours: Sequence[IndexDocument] = (),
+) -> list[Candidate]:
+    """The union of both pools, each candidate with its ranks and raw scores.
+
+    ``neighbours`` (turns around the hits that neither search returned) join
+    without ranks or scores: they are ranked by their context and their cosine.
+    """
     by_id: dict[str, Candidate] = {}
     for rank, hit in enumerate(text_hits, start=1):
         item = by_id.setdefault(hit.document.event_id, Candidate(hit.document))
@@ -61,6 +70,8 @@ def _pooled(text_hits: Sequence[Hit], vector_hits: Sequence[Hit]) -> list[Candid
     for rank, hit in enumerate(vector_hits, start=1):
         item = by_id.setdefault(hit.document.event_id, Candidate(hit.document))
         item.vector_rank, item.cosine = rank, hit.score
+    for document in neighbours:
+        by_id.setdefault(document.event_id, Candidate(document))
     return list(by_id.values())
 
 
@@ -83,13 +94,16 @@ def contextual_fuse(
     query_vector: Sequence[float],
     analysis: QueryAnalysis,
     policy: RankingPolicy,
+    neighbours: Sequence[IndexDocument] = (),
 ) -> list[Candidate]:
     """Score-level fusion with conversational context and query cues (module docstring).
 
-    ``fused`` is in (0, 1], 1 for the best candidate; ``lexical``, ``semantic``,
-    ``context`` and ``boost`` say where it came from. Sorted best first, ties by id.
+    ``neighbours`` are documents around the hits (``MemoryIndex.neighbours``)
+    that neither search returned. ``fused`` is in (0, 1], 1 for the best
+    candidate; ``lexical``, ``semantic``, ``context`` and ``boost`` say where it
+    came from. Sorted best first, ties by id.
     """
-    candidates = _pooled(text_hits, vector_hits)
+    candidates = _pooled(text_hits, vector_hits, neighbours)
     if not candidates:
         return []
     docs = [c.document for c in candidates]
@@ -121,14 +135,19 @@ def _lexical(
     """BM25 scaled to the best, plus the neighbours' shares; then scaled again. (total, context)."""
     own = _scaled_to_best(bm25)
     context = np.zeros_like(own)
+    second = policy.context_second
     for i in range(len(docs)):
         before, after = links.before[i], links.after[i]
         if before is not None:
             asked = "?" in docs[before].summary
             share = policy.context_before_question if asked else policy.context_before
             context[i] += share * own[before]
+            if (further := links.before[before]) is not None:
+                context[i] += second * policy.context_before * own[further]
         if after is not None:
             context[i] += policy.context_after * own[after]
+            if (further := links.after[after]) is not None:
+                context[i] += second * policy.context_after * own[further]
     total = own + context
     best = float(total.max())
     if best <= 0.0:

@@ -62,6 +62,9 @@ class RankingPolicy:
     context_before: float = 0.5  # share of the previous turn's BM25 a turn receives
     context_before_question: float = 1.0  # ... when that turn asked a question
     context_after: float = 0.3  # share of the next turn's BM25
+    context_second: float = 0.3  # of those shares, what comes from two turns away
+    expand_top: int = 30  # the best hits of each search whose session neighbours join the pool
+    expand_each_side: int = 3  # neighbours fetched before and after each of those hits
     vector_context: float = 0.3  # weight of each neighbour's embedding in a turn's context vector
     neighbour_gap_s: float = 3_600.0  # turns further apart than this are not neighbours
     speaker_boost: float = 0.3  # the query names the memory's speaker

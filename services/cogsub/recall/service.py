@@ -54,7 +54,7 @@ from cogsub.core.memory import (
 )
 from cogsub.core.topics import EXPERIENCE_RAW
 from cogsub.embeddings.ports import Embedder
-from cogsub.index.ports import DocumentPatch, MemoryIndex, SearchFilters
+from cogsub.index.ports import DocumentPatch, Hit, MemoryIndex, SearchFilters
 from cogsub.recall.feedback import RetrievalFeedback
 from cogsub.recall.query import analyse_query
 from cogsub.recall.ranking import (
@@ -224,6 +224,7 @@ class MemoryService:
                 query_vector=vector,
                 analysis=analyse_query(request.query),
                 policy=self.policy,
+                neighbours=await self._around(filters, text_hits, vector_hits),
             )
         ranked = rank(
             candidates,
@@ -245,6 +246,28 @@ class MemoryService:
             results=results,
             candidates=len(candidates),
             tokens=used,
+        )
+
+    async def _around(
+        self, filters: SearchFilters, text_hits: Sequence[Hit], vector_hits: Sequence[Hit]
+    ) -> list[IndexDocument]:
+        """The turns around the best hits of each search that neither search returned.
+
+        An answer often shares no words with the question and means little
+        alone ("For walking or running?"); the turns beside a hit carry it in.
+        """
+        top, each_side = self.policy.expand_top, self.policy.expand_each_side
+        if top <= 0 or each_side <= 0:
+            return []
+        pooled = {h.document.event_id for h in (*text_hits, *vector_hits)}
+        anchors = {h.document.event_id: h.document for h in (*text_hits[:top], *vector_hits[:top])}
+        # Turns further apart than the gap are never linked, so none further is worth reading.
+        return await self._index.neighbours(
+            filters,
+            list(anchors.values()),
+            each_side=each_side,
+            within_s=each_side * self.policy.neighbour_gap_s,
+            exclude=pooled,
         )
 
     async def _newest(

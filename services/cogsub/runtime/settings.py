@@ -51,10 +51,27 @@ class OpenSearchSettings(BaseModel):
     password: SecretStr | None = None
 
 
+class BusSettings(BaseModel):
+    """The embedded bus's log retention (Kafka topics keep the broker's own)."""
+
+    retention_s: float | None = Field(
+        default=7 * 24 * 3600.0,
+        ge=0,
+        description="records older than this go once every group has read them; None keeps all",
+    )
+    trim_every_s: float = Field(default=300.0, gt=0)
+
+
 class IngestionSettings(BaseModel):
     group: str = "ingestion"
     batch_size: int = Field(default=256, ge=1, le=10_000)
     poll_timeout_s: float = Field(default=0.5, gt=0, le=30)
+    finishing_depth: int = Field(
+        default=2,
+        ge=1,
+        le=16,
+        description="archived batches indexed and announced at once (commits stay in order)",
+    )
 
 
 LOOPBACK_HOSTS = frozenset({"127.0.0.1", "::1", "localhost"})
@@ -173,6 +190,7 @@ class Settings(BaseSettings):
     log_level: Literal["debug", "info", "warning", "error"] = "info"
     embedder: EmbedderSettings = Field(default_factory=EmbedderSettings)
     kafka: KafkaSettings = Field(default_factory=KafkaSettings)
+    bus: BusSettings = Field(default_factory=BusSettings)
     s3: S3Settings = Field(default_factory=S3Settings)
     opensearch: OpenSearchSettings = Field(default_factory=OpenSearchSettings)
     ingestion: IngestionSettings = Field(default_factory=IngestionSettings)

@@ -97,7 +97,11 @@ def build_bus(settings: Settings) -> EventBus:
         from cogsub.bus.sqlite import SqliteEventBus
 
         settings.data_dir.mkdir(parents=True, exist_ok=True)
-        return SqliteEventBus(settings.bus_path)
+        return SqliteEventBus(
+            settings.bus_path,
+            retention_s=settings.bus.retention_s,
+            trim_every_s=settings.bus.trim_every_s,
+        )
     from cogsub.bus.kafka import KafkaEventBus
     from cogsub.bus.kafka import KafkaSettings as KafkaTuning
 
@@ -236,6 +240,8 @@ def open_stack(settings: Settings, *, embedder: Embedder | None = None) -> Stack
 
 # A bank nobody writes to: counting it is the cheapest question the index can answer.
 READINESS_BANK = "cogsub-readiness-probe"
+# A key nobody writes: asking whether it exists is one HEAD request (one stat embedded).
+READINESS_KEY = "health/readiness-probe"
 # Embedded clients poll the log briskly so that `wait=True` returns soon after a retain.
 EMBEDDED_POLL_TIMEOUT_S = 0.05
 
@@ -300,6 +306,7 @@ def build_worker(stack: Stack) -> IngestionWorker:
         group=ingestion.group,
         batch_size=ingestion.batch_size,
         poll_timeout_s=ingestion.poll_timeout_s,
+        finishing_depth=ingestion.finishing_depth,
         messaging_system=stack.messaging_system,
         observer=stack.metrics.stage_observer(),
     )
@@ -455,12 +462,24 @@ def build_app(
     keys: ApiKeys | None,
     consolidation: Consolidation | None = None,
 ) -> FastAPI:
-    """The HTTP API over ``service``, with ``keys``, limits and a readiness probe of the index."""
+    """The HTTP API over ``service``, with ``keys``, limits and readiness probes.
+
+    ``/readyz`` asks each port the cheapest question it has: a count of a bank
+    nobody writes to, whether a key nobody writes exists, and the end offsets of
+    the topic retains go to (on Kafka: the topic's description, then one offsets
+    request by a short-lived client that joins no group).
+    """
     from cogsub.api import ApiLimits, create_app
     from cogsub.lifecycle import Lifecycle
 
     async def index_answers() -> None:
         await stack.index.count(READINESS_BANK)
+
+    async def archive_answers() -> None:
+        await stack.archive.exists(READINESS_KEY)
+
+    async def bus_answers() -> None:
+        await stack.bus.topic_stats(EXPERIENCE_RAW)
 
     return create_app(
         service=service,
@@ -471,7 +490,7 @@ def build_app(
             rate_limit_per_s=stack.settings.api.rate_limit_per_s if keys is not None else None,
             rate_limit_burst=stack.settings.api.rate_limit_burst,
         ),
-        readiness=index_answers,
+        readiness={"index": index_answers, "archive": archive_answers, "bus": bus_answers},
         consolidate=consolidation.run_round if consolidation is not None else None,
         metrics=stack.metrics,
         lifecycle=Lifecycle(

@@ -9,11 +9,12 @@ import time
 import traceback
 import uuid
 from collections.abc import AsyncIterator
+from typing import Any
 
 import botocore.exceptions as boto_errors
 import pytest
 
-from cogsub.archive.s3 import S3Archive, S3Retries
+from cogsub.archive.s3 import S3Archive, S3Retries, build_s3_client, s3_client_config
 from cogsub.core.errors import (
     ConfigurationError,
     ConflictError,
@@ -77,6 +78,37 @@ async def test_second_conditional_put_is_refused_and_original_kept(
         await archive.put_once(key, b'{"v": 2}')
     assert refused.value.key == key
     assert await archive.get(key) == b'{"v": 1}'
+
+
+def test_small_puts_skip_the_continue_handshake_large_ones_keep_it(s3_bucket: S3Location) -> None:
+    endpoint = s3_bucket.endpoint
+    client = build_s3_client(
+        endpoint_url=endpoint.endpoint_url,
+        config=s3_client_config(endpoint_url=endpoint.endpoint_url, region=endpoint.region),
+        access_key_id=endpoint.access_key_id,
+        secret_access_key=endpoint.secret_access_key,
+    )
+    sent: dict[str, bytes | None] = {}
+
+    def record(request: Any, **_: Any) -> None:  # after signing: what goes on the wire
+        sent[request.url.rsplit("/", 1)[-1]] = request.headers.get("Expect")
+
+    client.meta.events.register("before-send.s3.PutObject", record)
+    try:
+        for name, size in (("small", 4096), ("large", 2 << 20)):
+            key = f"{s3_bucket.prefix}{name}"
+            client.put_object(Bucket=s3_bucket.bucket, Key=key, Body=b"x" * size, IfNoneMatch="*")
+            stored = client.get_object(Bucket=s3_bucket.bucket, Key=key)["Body"].read()
+            assert len(stored) == size
+        with pytest.raises(boto_errors.ClientError) as refused:
+            client.put_object(
+                Bucket=s3_bucket.bucket, Key=f"{s3_bucket.prefix}small", Body=b"y", IfNoneMatch="*"
+            )
+        assert refused.value.response["ResponseMetadata"]["HTTPStatusCode"] == 412
+    finally:
+        client.close()
+    assert sent["small"] is None
+    assert sent["large"] == b"100-continue"
 
 
 async def test_concurrent_put_once_on_one_key_has_exactly_one_winner(archive: S3Archive) -> None:

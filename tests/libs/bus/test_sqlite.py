@@ -321,3 +321,68 @@ async def test_publish_many_larger_than_max_batch_still_lands_whole(
         assert [p.offset for p in big] == list(range(1, 26)) and small.offset == 0
     finally:
         await bus.close()
+
+
+async def test_retention_trims_only_what_every_group_has_read(
+    db_path: Path, unique_name: str
+) -> None:
+    bus = SqliteEventBus(db_path, retention_s=0.0, trim_every_s=3600)
+    try:
+        await bus.ensure_topics([TopicSpec(unique_name, 1)])
+        for i in range(6):
+            await bus.publish(unique_name, f"secret-{i}".encode())
+        assert await bus.trim() == 0  # no group has read the partition: it is kept whole
+        fast, slow = (
+            bus.consumer([unique_name], group="fast"),
+            bus.consumer([unique_name], group="slow"),
+        )
+        read = await fast.poll(max_records=10, timeout_s=1)
+        await fast.commit(read)  # all six
+        await slow.commit((await slow.poll(max_records=2, timeout_s=1))[:2])  # two
+        assert await bus.trim() == 2  # below the slower group's offset only
+        await slow.commit(await slow.poll(max_records=10, timeout_s=1))
+        assert await bus.trim() == 3  # the newest record stays: it carries the next offset
+        published = await bus.publish(unique_name, b"later")
+        assert published.offset == 6  # offsets never restart
+        assert [r.value for r in await slow.poll(max_records=10, timeout_s=1)] == [b"later"]
+        await fast.close()
+        await slow.close()
+        stats = await bus.topic_stats(unique_name, group="slow")
+        assert stats.partitions[0].end_offset == 7
+    finally:
+        await bus.close()
+    raw = b"".join(p.read_bytes() for p in db_path.parent.glob(db_path.name + "*"))
+    assert b"secret-0" not in raw and b"secret-4" not in raw  # trimmed bytes are overwritten
+    assert b"secret-5" in raw  # the one record kept
+
+
+async def test_retention_keeps_records_younger_than_it(db_path: Path, unique_name: str) -> None:
+    bus = SqliteEventBus(db_path, retention_s=3600.0)
+    try:
+        await bus.ensure_topics([TopicSpec(unique_name, 1)])
+        for i in range(3):
+            await bus.publish(unique_name, f"r{i}".encode())
+        consumer = bus.consumer([unique_name], group="g")
+        await consumer.commit(await consumer.poll(max_records=10, timeout_s=1))
+        await consumer.close()
+        assert await bus.trim() == 0
+    finally:
+        await bus.close()
+    assert SqliteEventBus(db_path).retention_s is None  # the default keeps everything
+
+
+async def test_publishing_trims_when_a_trim_is_due(db_path: Path, unique_name: str) -> None:
+    bus = SqliteEventBus(db_path, retention_s=0.0, trim_every_s=1e-9)
+    try:
+        await bus.ensure_topics([TopicSpec(unique_name, 1)])
+        for i in range(3):
+            await bus.publish(unique_name, f"r{i}".encode())
+        consumer = bus.consumer([unique_name], group="g")
+        await consumer.commit(await consumer.poll(max_records=10, timeout_s=1))
+        await consumer.close()
+        await bus.publish(unique_name, b"r3")  # its flush runs the due trim
+    finally:
+        await bus.close()  # waits for the flush, trim included
+    with sqlite3.connect(db_path) as conn:
+        (left,) = conn.execute("SELECT COUNT(*) FROM records").fetchone()
+    assert left == 1

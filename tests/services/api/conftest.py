@@ -10,6 +10,7 @@ import httpx
 import pytest
 
 from cogsub.api import ApiKeys, ApiLimits, create_app
+from cogsub.api.deps import Readiness
 from cogsub.recall import MemoryService
 from tests.services.recall.stack import LiveStack, live_stack
 
@@ -48,14 +49,14 @@ async def app_client(stack: LiveStack) -> AsyncIterator[AppClient]:
         auth: ApiKeys | None = None,
         max_body_bytes: int = SMALL_BODY,
         service: MemoryService | None = None,
-        readiness: Callable[[], object] | None = None,
+        readiness: Readiness | None = None,
         key: str | None = None,
     ) -> httpx.AsyncClient:
         app = create_app(
             service=service or stack.service,
             auth=auth,
             limits=ApiLimits(max_body_bytes=max_body_bytes, readiness_timeout_s=1.0),
-            readiness=readiness,  # type: ignore[arg-type]
+            readiness=readiness,
         )
         headers = {"Authorization": f"Bearer {key}"} if key else {}
         client = httpx.AsyncClient(

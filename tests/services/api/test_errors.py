@@ -6,6 +6,7 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 
 import httpx
+import pytest
 
 from cogsub.archive.filesystem import FilesystemArchive
 from cogsub.bus.sqlite import SqliteEventBus
@@ -46,6 +47,30 @@ async def test_broken_json_is_422_naming_the_body(app_client: AppClient, unique_
     error = assert_error(response, 422, "invalid_input")
     assert error["problems"][0]["field"] == "(body)"
     assert error["problems"][0]["rule"].startswith("must be valid JSON")
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        b'{"query": "caf\xe9"}',  # Latin-1, not UTF-8
+        b'{"query": "x", "k": ' + b"7" * 5_000 + b"}",  # past Python's int digit limit
+        b'{"a":' * 5_000 + b"1" + b"}" * 5_000,  # deeper than the decoder recurses
+    ],
+    ids=["not-utf8", "huge-number", "too-deep"],
+)
+async def test_a_body_that_cannot_be_decoded_is_400_naming_the_rule(
+    app_client: AppClient, unique_name: str, body: bytes
+):
+    api = app_client(max_body_bytes=65_536)
+    response = await api.post(
+        f"/v1/banks/{unique_name}/recall",
+        content=body,
+        headers={"Content-Type": "application/json"},
+    )
+    error = assert_error(response, 400, "bad_request")
+    (problem,) = error["problems"]
+    assert problem["field"] == "(body)" and "UTF-8" in problem["rule"]
+    assert error["message"] == f"(body): {problem['rule']}"
 
 
 async def test_bad_ids_in_the_path_are_422(app_client: AppClient, unique_name: str):

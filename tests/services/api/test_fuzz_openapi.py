@@ -395,7 +395,7 @@ async def api(data_dir: Path) -> AsyncIterator[httpx.AsyncClient]:
             service=service,
             auth=ApiKeys({KEY_ALL: ["*"], KEY_A: ["some-other-bank"]}),
             limits=ApiLimits(max_body_bytes=BODY_LIMIT),
-            readiness=lambda: stack.index.count("fuzz-readiness"),
+            readiness={"index": lambda: stack.index.count("fuzz-readiness")},
             consolidate=rounds.run,
             lifecycle=Lifecycle(archive=archive, index=stack.index),
         )

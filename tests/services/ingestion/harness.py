@@ -54,7 +54,9 @@ class Harness:
         observer: StageObserver | None = None,
         bus: Any = None,
         wrap_archive: Callable[[Any], Any] = lambda archive: archive,
+        wrap_index: Callable[[Any], Any] = lambda index: index,
         retry: RetryPolicy | None = None,
+        finishing_depth: int = 2,
     ) -> IngestionWorker:
         archive = FilesystemArchive(self.root / "archive")
         index = SqliteMemoryIndex(self.root / "index.sqlite3")
@@ -63,11 +65,12 @@ class Harness:
             bus=bus or self.bus(),
             archive=wrap_archive(archive),
             retry=retry,
-            index=index,
+            index=wrap_index(index),
             embedder=HashEmbedder(),
             batch_size=self.batch_size,
             poll_timeout_s=0.05,
             observer=observer,
+            finishing_depth=finishing_depth,
         )
 
     async def publish(self, bodies: Sequence[bytes | dict[str, Any]]) -> None:

@@ -7,6 +7,7 @@ import asyncio
 import json
 from collections.abc import AsyncIterator, Sequence
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -284,6 +285,72 @@ async def test_crash_in_the_pipelined_run_recovers_on_restart(
     assert await harness.indexed_ids() == 30
     assert await harness.announced() == {f"ev-{i:05d}" for i in range(30)}
     assert {d.value for d in await harness.dead_letters()} == set(POISON)
+
+
+class _FirstWriteHeld:
+    """An index whose first upsert waits until the test lets it through."""
+
+    def __init__(self, index: Any) -> None:
+        self._index = index
+        self.release = asyncio.Event()
+        self.first_started = asyncio.Event()
+        self._calls = 0
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._index, name)
+
+    async def upsert(self, docs: Sequence[Any]) -> None:
+        self._calls += 1
+        if self._calls == 1:
+            self.first_started.set()
+            await self.release.wait()
+        await self._index.upsert(docs)
+
+
+async def test_batches_finish_side_by_side_but_commit_in_order(harness: Harness) -> None:
+    await harness.publish([event_body(i) for i in range(24)])  # three batches of 8
+    bus = harness.bus()
+    held: list[_FirstWriteHeld] = []
+
+    def wrap(index: Any) -> _FirstWriteHeld:
+        held.append(_FirstWriteHeld(index))
+        return held[-1]
+
+    seen: list[tuple[Stage, str]] = []
+    indexed = asyncio.Event()
+
+    def observe(stage: Stage, ids: Sequence[str]) -> None:
+        if stage in (Stage.INDEX, Stage.COMMIT) and ids:
+            seen.append((stage, ids[0]))
+            indexed.set()
+
+    worker = harness.worker(bus=bus, wrap_index=wrap, observer=observe, finishing_depth=2)
+    await worker.prepare()
+    stop = asyncio.Event()
+    outcomes: list[BatchOutcome] = []
+
+    def after_batch(outcome: BatchOutcome) -> None:
+        outcomes.append(outcome)
+        if sum(len(o.indexed) for o in outcomes) >= 24:
+            stop.set()
+
+    running = asyncio.create_task(worker.run(stop, on_batch=after_batch))
+    (index,) = held
+    await asyncio.wait_for(index.first_started.wait(), timeout=10)
+
+    # The second batch is indexed while the first is held, but it may not commit.
+    await asyncio.wait_for(indexed.wait(), timeout=10)
+    assert [stage for stage, _ in seen] == [Stage.INDEX]
+    assert (await bus.topic_stats(EXPERIENCE_RAW, group="ingestion")).lag == 24
+    index.release.set()
+    await asyncio.wait_for(running, timeout=20)
+
+    firsts = [o.indexed[0].event_id for o in outcomes]
+    assert len(firsts) == 3
+    second = seen[0][1]  # indexed first, though it was polled second
+    assert second == firsts[1]
+    assert [first for stage, first in seen if stage is Stage.COMMIT] == firsts
+    assert (await bus.topic_stats(EXPERIENCE_RAW, group="ingestion")).lag == 0
 
 
 async def test_run_reports_the_last_batch_without_waiting_for_more(harness: Harness) -> None:

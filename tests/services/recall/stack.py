@@ -26,7 +26,12 @@ class LiveStack:
 
 @contextlib.asynccontextmanager
 async def live_stack(
-    root: Path, *, embedder: Embedder | None = None, policy: RankingPolicy | None = None
+    root: Path,
+    *,
+    embedder: Embedder | None = None,
+    policy: RankingPolicy | None = None,
+    text_pool: int = 75,
+    vector_pool: int = 75,
 ) -> AsyncIterator[LiveStack]:
     bus = SqliteEventBus(root / "bus.sqlite3")
     archive = FilesystemArchive(root / "archive")
@@ -38,7 +43,15 @@ async def live_stack(
     await worker.prepare()
     stop = asyncio.Event()
     running = asyncio.create_task(worker.run(stop))
-    service = MemoryService(bus=bus, archive=archive, index=index, embedder=embedder, policy=policy)
+    service = MemoryService(
+        bus=bus,
+        archive=archive,
+        index=index,
+        embedder=embedder,
+        policy=policy,
+        text_pool=text_pool,
+        vector_pool=vector_pool,
+    )
     try:
         yield LiveStack(service=service, index=index, bus=bus)
     finally:

@@ -13,13 +13,14 @@ QUERY_VECTOR = [1.0, 0.0]
 LEXICAL_ONLY = RankingPolicy(semantic_weight=0.0)
 
 
-def _fuse(text_hits, vector_hits, query="anything", policy=None):
+def _fuse(text_hits, vector_hits, query="anything", policy=None, neighbours=()):
     return contextual_fuse(
         text_hits,
         vector_hits,
         query_vector=QUERY_VECTOR,
         analysis=analyse_query(query),
         policy=policy or RankingPolicy(),
+        neighbours=neighbours,
     )
 
 
@@ -68,6 +69,34 @@ def test_a_statement_passes_on_less_than_a_question_and_the_next_turn_less_still
     found = _by_id(_fuse(hits((second, 2.0)), hits((first, 0.0), (third, 0.0)), policy=policy))
     assert found["c"].context == pytest.approx(policy.context_before)  # after a statement
     assert found["a"].context == pytest.approx(policy.context_after)
+
+
+def test_two_turns_away_passes_on_a_smaller_share() -> None:
+    first = doc("a", text="Alice: I took up the cello.", session="s", at=0)
+    second = doc("b", text="Bob: Oh?", session="s", at=1)
+    third = doc("c", text="Alice: Yes!", session="s", at=2)
+    policy = RankingPolicy(semantic_weight=0.0, context_second=0.5)
+    found = _by_id(_fuse(hits((first, 2.0)), hits((second, 0.0), (third, 0.0)), policy=policy))
+    assert found["b"].context == pytest.approx(policy.context_before)
+    assert found["c"].context == pytest.approx(0.5 * policy.context_before)
+    assert found["a"].context == 0.0
+    flat = RankingPolicy(semantic_weight=0.0, context_second=0.0)
+    unlinked = _by_id(_fuse(hits((first, 2.0)), hits((second, 0.0), (third, 0.0)), policy=flat))
+    assert unlinked["c"].context == 0.0
+
+
+def test_neighbours_no_search_returned_join_the_pool_and_inherit_context() -> None:
+    question = doc("q", text="Alice: Which instrument do you play?", session="s", at=0)
+    answer = doc("r", text="Bob: The cello.", session="s", at=1, embedding=(0.6, 0.8))
+    unrelated = [(doc(n, embedding=(0.0, 1.0)), 0.0) for n in ("d", "e", "f")]
+    alone = _by_id(_fuse(hits((question, 3.0)), hits(*unrelated)))
+    assert "r" not in alone
+    found = _by_id(_fuse(hits((question, 3.0)), hits(*unrelated), neighbours=[answer]))
+    joined = found["r"]
+    assert (joined.bm25_rank, joined.vector_rank, joined.bm25_score) == (None, None, None)
+    assert joined.cosine == pytest.approx(0.6)  # from its own embedding
+    assert joined.context == pytest.approx(1.0)  # the question before it, in full
+    assert joined.fused > found["d"].fused
 
 
 def test_neighbour_embeddings_enter_the_semantic_score() -> None:

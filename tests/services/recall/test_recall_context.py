@@ -55,6 +55,23 @@ async def test_an_answer_is_found_through_the_question_before_it(tmp_path: Path)
             assert stored.retrieval_count == 0
 
 
+async def test_turns_neither_search_found_come_in_around_the_hits(tmp_path: Path) -> None:
+    # Pools of one: the searches return "Which instrument..." (BM25) and one
+    # vector hit; the reply after the question is fetched as its neighbour.
+    policy = RankingPolicy(semantic_weight=0.0)
+    query = "Which instrument is Alice asking about?"
+    async with live_stack(tmp_path, policy=policy, text_pool=1, vector_pool=1) as stack:
+        await _retain_conversation(stack)
+        response = await stack.service.recall(BANK, RecallRequest(query=query, k=3))
+        assert [hit.id for hit in response.results][:2] == ["turn-2", "turn-3"]
+        assert response.candidates > 2
+    closed = RankingPolicy(semantic_weight=0.0, expand_top=0)
+    async with live_stack(tmp_path / "closed", policy=closed, text_pool=1, vector_pool=1) as stack:
+        await _retain_conversation(stack)
+        response = await stack.service.recall(BANK, RecallRequest(query=query, k=3))
+        assert "turn-3" not in [hit.id for hit in response.results]
+
+
 async def test_the_named_speaker_and_the_time_cue_come_first(tmp_path: Path) -> None:
     async with live_stack(tmp_path, policy=RankingPolicy(semantic_weight=0.0)) as stack:
         await _retain_conversation(stack)
