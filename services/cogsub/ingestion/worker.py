@@ -99,7 +99,7 @@ class IngestionWorker:
         observer: StageObserver | None = None,
         index_name: str = EXPERIENCE_INDEX,
         messaging_system: str = "sqlite",
-        finishing_depth: int = 2,
+        finishing_depth: int = 1,
     ) -> None:
         if finishing_depth < 1:
             raise ConfigurationError("finishing_depth must be at least 1")

@@ -67,7 +67,7 @@ class IngestionSettings(BaseModel):
     batch_size: int = Field(default=256, ge=1, le=10_000)
     poll_timeout_s: float = Field(default=0.5, gt=0, le=30)
     finishing_depth: int = Field(
-        default=2,
+        default=1,
         ge=1,
         le=16,
         description="archived batches indexed and announced at once (commits stay in order)",
