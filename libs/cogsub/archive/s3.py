@@ -31,6 +31,7 @@ import boto3
 import botocore.exceptions as boto_errors
 import structlog
 from botocore.config import Config
+from botocore.utils import determine_content_length
 
 from cogsub.core.errors import (
     CogsubError,
@@ -193,10 +194,7 @@ def map_s3_errors(*, bucket: str, key: str | None = None) -> Iterator[None]:
 
 
 def _send_small_bodies_at_once(request: Any, **_: Any) -> None:
-    body = request.body
-    size = len(body) if isinstance(body, bytes | bytearray) else getattr(body, "len", None)
-    if size is None and hasattr(body, "getbuffer"):
-        size = body.getbuffer().nbytes
+    size = determine_content_length(request.body)  # None for a stream of unknown length
     if size is not None and size < _EXPECT_CONTINUE_FROM_BYTES:
         del request.headers["Expect"]  # a no-op when absent
 

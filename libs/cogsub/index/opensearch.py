@@ -370,9 +370,7 @@ class OpenSearchMemoryIndex:
         """The session neighbours of each anchor: one ``_msearch`` of two sorted searches each."""
         queries.check_size(each_side)
         placed = [a for a in anchors if a.session_id is not None and a.bank_id == filters.bank_id]
-        if each_side == 0 or not placed or filters.fact_types == frozenset():
-            return []
-        if filters.tags_any == frozenset():
+        if each_side == 0 or not placed or frozenset() in (filters.fact_types, filters.tags_any):
             return []
         lines: list[dict[str, Any]] = []
         for anchor in placed:

@@ -131,6 +131,8 @@ PRAGMA user_version = {SCHEMA_VERSION};
 _BEFORE = "(d.ts_us, d.event_id) < (?, ?)"
 _AFTER = "(d.ts_us, d.event_id) > (?, ?)"
 _ABOVE = "d.ts_us >= ?"
+# No window: far enough to reach any timestamp, near enough to stay inside SQLite's 64 bits.
+_MAX_REACH_US = 2**62
 _BELOW = "d.ts_us <= ?"
 _ROW_COLUMNS = "doc_id, event_id, bank_id, fact_type, ts_us, importance_score, tags, embedding"
 
@@ -699,23 +701,19 @@ class SqliteMemoryIndex:
         where, params = _filter_sql(filters)
         session = "json_extract(d.body, '$.session_id') = ?"
         wanted: dict[str, None] = {}
+        reach = _MAX_REACH_US if window_us is None else window_us
         for anchor in anchors:
             at_us = _timestamp_us(anchor.timestamp)
-            lowest = -(2**63) if window_us is None else at_us - window_us
-            highest = 2**63 - 1 if window_us is None else at_us + window_us
-            for side, order, bound in ((_BEFORE, "DESC", _ABOVE), (_AFTER, "ASC", _BELOW)):
+            sides = (
+                (_BEFORE, "DESC", _ABOVE, at_us - reach),
+                (_AFTER, "ASC", _BELOW, at_us + reach),
+            )
+            for side, order, bound, limit_us in sides:
                 rows = conn.execute(
                     f"SELECT d.event_id FROM documents AS d"  # noqa: S608 - clauses are ours
                     f" WHERE {where} AND {session} AND {side} AND {bound}"
                     f" ORDER BY d.ts_us {order}, d.event_id {order} LIMIT ?",
-                    (
-                        *params,
-                        anchor.session_id,
-                        at_us,
-                        anchor.event_id,
-                        lowest if order == "DESC" else highest,
-                        each_side,
-                    ),
+                    (*params, anchor.session_id, at_us, anchor.event_id, limit_us, each_side),
                 ).fetchall()
                 wanted.update((event_id, None) for (event_id,) in rows if event_id not in skip)
         if not wanted:

@@ -368,7 +368,9 @@ async def test_retention_keeps_records_younger_than_it(db_path: Path, unique_nam
         assert await bus.trim() == 0
     finally:
         await bus.close()
-    assert SqliteEventBus(db_path).retention_s is None  # the default keeps everything
+    default = SqliteEventBus(db_path)
+    assert default.retention_s is None  # the default keeps everything
+    await default.close()
 
 
 async def test_publishing_trims_when_a_trim_is_due(db_path: Path, unique_name: str) -> None:
