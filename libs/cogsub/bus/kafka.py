@@ -33,6 +33,7 @@ from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, ConsumerRebalanceListen
 from aiokafka import errors as kafka
 from aiokafka.admin import AIOKafkaAdminClient, NewTopic
 
+from cogsub.bus.kafka_group import coordination_failure, leave_abandoned_ids
 from cogsub.bus.ports import (
     Headers,
     PartitionOffsets,
@@ -411,10 +412,14 @@ class KafkaConsumer:
     async def poll(self, *, max_records: int, timeout_s: float) -> list[Record]:
         """Up to ``max_records`` records, waiting at most ``timeout_s`` for the first."""
         consumer = await self._started()
-        with kafka_errors():
-            batches = await consumer.getmany(
-                timeout_ms=max(0, int(timeout_s * 1000)), max_records=max_records
-            )
+        try:
+            with kafka_errors():
+                batches = await consumer.getmany(
+                    timeout_ms=max(0, int(timeout_s * 1000)), max_records=max_records
+                )
+        except CogsubError as exc:
+            await self._replace_if_stranded(consumer, exc)
+            raise
         return [_record(msg) for messages in batches.values() for msg in messages]
 
     async def commit(self, records: Sequence[Record]) -> None:
@@ -465,9 +470,37 @@ class KafkaConsumer:
         }
         if not pending:
             return
-        with kafka_errors():
-            await self._consumer.commit(pending)
+        consumer = self._consumer
+        try:
+            with kafka_errors():
+                await consumer.commit(pending)
+        except CogsubError as exc:
+            await self._replace_if_stranded(consumer, exc)
+            raise
         self._acked.update(pending)
+
+    async def _replace_if_stranded(self, consumer: Any, error: CogsubError) -> None:
+        """Drop a member whose group coordination died, so that the next call starts anew.
+
+        Raises:
+            UnavailableError: when the member was dropped (a retry joins a new one).
+        """
+        failure = coordination_failure(consumer)
+        if failure is None:
+            return
+        async with self._start_lock:
+            if self._consumer is consumer:
+                self._consumer = None
+                self._forget_offsets(set(self._done) | set(self._acked))
+        log.warning("kafka_member_replaced", group=self.group, error=repr(failure))
+        try:
+            with kafka_errors():
+                await consumer.stop()  # leaves the group under the old member id
+        except CogsubError as exc:
+            log.warning("kafka_member_stop_failed", group=self.group, error=str(exc))
+        raise UnavailableError(
+            f"kafka group coordination failed ({failure!r}); a new member joins on retry"
+        ) from error
 
     async def _on_revoked(self, revoked: set[TopicPartition]) -> None:
         try:
@@ -492,12 +525,21 @@ class KafkaConsumer:
                 return self._consumer
             await self._bus.require_topics(self.topics)
             consumer = AIOKafkaConsumer(group_id=self.group, **self._bus.consumer_options)
-            consumer.subscribe(topics=self.topics, listener=_RevokeListener(self))
             try:
                 with kafka_errors():
+                    # Started before subscribing, so that no member id it ever drops,
+                    # even in its first join, stays behind at the broker.
                     await consumer.start()
-            except BaseException:
+                    leave_abandoned_ids(consumer)
+                    consumer.subscribe(topics=self.topics, listener=_RevokeListener(self))
+                    await consumer._subscription.wait_for_assignment()
+            except BaseException as exc:
                 await consumer.stop()
+                failure = coordination_failure(consumer)
+                if failure is not None and isinstance(exc, CogsubError):
+                    raise UnavailableError(
+                        f"kafka group coordination failed ({failure!r}) while joining"
+                    ) from exc
                 raise
             self._consumer = consumer
             return consumer
