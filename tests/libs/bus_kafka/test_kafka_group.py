@@ -8,6 +8,7 @@ timed out the fault tests now and then.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import time
 from collections.abc import AsyncIterator
 from typing import Any
@@ -48,13 +49,13 @@ async def filled_topic(bus: KafkaEventBus, topic: str) -> None:
 
 
 async def poll_quietly(consumer: KafkaConsumer) -> None:
-    try:
+    with contextlib.suppress(UnavailableError):  # the group moved; the next poll rejoins
         await consumer.poll(max_records=100, timeout_s=0.5)
-    except UnavailableError:
-        pass  # the group moved; the next poll rejoins
 
 
-async def settle(bootstrap: str, group: str, consumers: list[KafkaConsumer], within_s: float) -> str:
+async def settle(
+    bootstrap: str, group: str, consumers: list[KafkaConsumer], within_s: float
+) -> str:
     """Poll every member until the group is stable with exactly them, all partitions owned."""
     deadline = time.monotonic() + within_s
     seen = ""
