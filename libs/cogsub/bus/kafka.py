@@ -15,7 +15,9 @@ commits the done offsets not yet acknowledged (a commit that failed with
 not pass to ``commit``. Tracking restarts whenever a partition is revoked or
 assigned. ``commit`` skips partitions this member no longer owns (and logs it).
 Records fetched but not committed go again to the partition's next owner
-(at-least-once).
+(at-least-once). Every member id aiokafka abandons is left at the broker, and a
+member whose group coordination died is dropped with ``UnavailableError`` so that
+the caller's retry joins a new one (:mod:`cogsub.bus.kafka_group`).
 
 Every aiokafka exception is translated in :func:`kafka_errors`.
 """
