@@ -58,6 +58,7 @@ _YEAR = re.compile(r"\b(?:19|20)\d\d\b")
 _MAY_DATE = re.compile(r"\bmay\s+\d|\d(?:st|nd|rd|th)?\s+may\b")
 _NAME = re.compile(r"\b([A-Z][\w'’-]*[\w])")
 _POSSESSIVE = re.compile(r"['’]s$")
+_SPACES = re.compile(r"\s+")
 # A transcript line: "Name: text", the name being one to three capitalised words.
 _SPEAKER = re.compile(r"^\s*([A-Z][\w'’.-]*(?:\s+[A-Z][\w'’.-]*){0,2})\s*:\s")
 # Capitalised words that open questions or are pronouns; never names.
@@ -156,6 +157,27 @@ def query_names(text: str) -> frozenset[str]:
         if word not in _NOT_NAMES and word not in _MONTHS and len(word) > 1:
             names.add(word)
     return frozenset(names)
+
+
+def without_names(text: str) -> str:
+    """``text`` without the words :func:`query_names` reads as names (``text`` if nothing is left).
+
+    Recall embeds this for the vector search: every memory of a transcript says
+    who is speaking, so a name in the query pulls the cosine toward any turn by
+    or to that person rather than toward what the question asks about. The
+    name still counts through BM25 and the speaker cue.
+    """
+    names = query_names(text)
+    if not names:
+        return text
+
+    def drop(found: re.Match[str]) -> str:
+        named = _POSSESSIVE.sub("", found.group(1)).lower() in names
+        return "" if named else found.group(0)
+
+    kept = _NAME.sub(drop, text)
+    kept = _SPACES.sub(" ", kept).strip()
+    return kept if _WORD.search(kept.lower()) else text
 
 
 def dates_in(text: str) -> tuple[DateSpan, ...]:

@@ -67,7 +67,10 @@ class RankingPolicy:
     expand_each_side: int = 3  # neighbours fetched before and after each of those hits
     vector_context: float = 0.3  # weight of each neighbour's embedding in a turn's context vector
     neighbour_gap_s: float = 3_600.0  # turns further apart than this are not neighbours
-    speaker_boost: float = 0.3  # the query names the memory's speaker
+    # The query names the memory's speaker. With names kept out of the vector query
+    # (``name_free_vector``) this cue is what ties the answer to the person.
+    speaker_boost: float = 1.0
+    name_free_vector: bool = True  # embed the query without the names it contains
     temporal_boost: float = 0.4  # a "when" question, and the memory says when
     date_boost: float = 0.3  # the query names the day or month the memory is from
 

@@ -56,7 +56,7 @@ from cogsub.core.topics import EXPERIENCE_RAW
 from cogsub.embeddings.ports import Embedder
 from cogsub.index.ports import DocumentPatch, Hit, MemoryIndex, SearchFilters
 from cogsub.recall.feedback import RetrievalFeedback
-from cogsub.recall.query import analyse_query
+from cogsub.recall.query import analyse_query, without_names
 from cogsub.recall.ranking import (
     Budget,
     RankingPolicy,
@@ -210,7 +210,10 @@ class MemoryService:
             since=request.since,
             until=request.until,
         )
-        (vector,) = await self._embedder.embed([request.query])
+        # Names stay out of the embedded query: every transcript turn names its speaker, so
+        # they pull the cosine toward anyone's turns; BM25 and the speaker cue still see them.
+        embedded = without_names(request.query) if self.policy.name_free_vector else request.query
+        (vector,) = await self._embedder.embed([embedded])
         text_hits, vector_hits = await asyncio.gather(
             self._index.search_text(request.query, filters, size=self._text_pool),
             self._index.search_vector(vector, filters, size=self._vector_pool),

@@ -13,6 +13,7 @@ from cogsub.recall.query import (
     has_time_expression,
     query_names,
     speaker_of,
+    without_names,
 )
 
 
@@ -85,3 +86,17 @@ def test_speaker_is_the_name_before_the_colon_of_a_transcript_line() -> None:
 )
 def test_time_expressions(text: str, says_when: bool) -> None:
     assert has_time_expression(text) is says_when
+
+
+def test_names_and_possessives_leave_the_query_that_is_embedded() -> None:
+    assert without_names("What instruments does Melanie play?") == "What instruments does play?"
+    assert without_names("What is Caroline's identity?") == "What is identity?"
+    assert without_names("How do Jon and Gina both like to destress?") == (
+        "How do and both like to destress?"
+    )
+
+
+def test_a_query_without_names_or_with_nothing_else_is_kept_whole() -> None:
+    assert without_names("When did I meet them in May?") == "When did I meet them in May?"
+    assert without_names("what did caroline research") == "what did caroline research"
+    assert without_names("Melanie?") == "Melanie?"
