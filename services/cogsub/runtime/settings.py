@@ -85,6 +85,9 @@ class RankingSettings(BaseModel):
     )
     novelty: float = Field(default=0.04, ge=0, le=1)
     novelty_decay: float = Field(default=0.5, gt=0, lt=1)
+    name_free_vector: bool = Field(
+        default=True, description="embed the recall query without the names it contains"
+    )
 
 
 class ConsolidationSettings(BaseModel):

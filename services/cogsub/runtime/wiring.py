@@ -563,6 +563,7 @@ async def running_api(
             reinforcement=ranking.count_bonus,
             novelty=ranking.novelty,
             novelty_decay=ranking.novelty_decay,
+            name_free_vector=ranking.name_free_vector,
         )
         service = MemoryService(
             bus=stack.bus,

@@ -28,10 +28,12 @@ async def test_environment_variables_tune_ranking_and_consolidation(
     monkeypatch.setenv("COGSUB_DATA_DIR", str(tmp_path))
     monkeypatch.setenv("COGSUB_EMBEDDER__KIND", "hash")
     monkeypatch.setenv("COGSUB_RANKING__COUNT_BONUS", "0.05")
+    monkeypatch.setenv("COGSUB_RANKING__NAME_FREE_VECTOR", "false")
     monkeypatch.setenv("COGSUB_CONSOLIDATION__DECAY_RATE", "0.8")
     monkeypatch.setenv("COGSUB_CONSOLIDATION__MAX_OUTPUTS", "7")
     async with running_api(Settings(), with_worker=False) as running:
         assert running.service.policy.reinforcement == 0.05
+        assert running.service.policy.name_free_vector is False
         consolidate = running.app.state.cogsub.consolidate
         assert consolidate is not None
         rounds = consolidate.__self__.rounds
