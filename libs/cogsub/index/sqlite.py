@@ -371,6 +371,16 @@ class SqliteMemoryIndex:
         self._vectors: _Vectors | None = None
         self._data_version = -1
 
+    @property
+    def cached_vector_bytes(self) -> int:
+        """Bytes the in-memory vector matrix and its filter arrays hold (0 before any search).
+
+        Grows with the documents the index holds, by half its size at a time; read
+        from any thread, it is a snapshot for reports.
+        """
+        vectors = self._vectors
+        return 0 if vectors is None else vectors.nbytes
+
     async def _run(self, fn: Callable[..., _T], *args: Any) -> _T:
         if self._closed:
             raise RuntimeError("this SqliteMemoryIndex is closed")

@@ -400,3 +400,17 @@ async def test_one_batch_of_new_changed_unchanged_revived_and_repeated_documents
         assert len(set(ids)) == len(ids)
     finally:
         conn.close()
+
+
+async def test_the_vector_cache_reports_its_bytes_as_it_grows(
+    index: SqliteMemoryIndex, unique_name: str
+) -> None:
+    assert index.cached_vector_bytes == 0  # nothing searched, nothing cached
+    await index.upsert([doc(unique_name, "first")])
+    filters = SearchFilters(bank_id=unique_name)
+    await index.search_vector(axis(DIMENSION), filters, size=1)
+    small = index.cached_vector_bytes
+    assert small >= DIMENSION * 4  # at least the one float32 column
+    await index.upsert([doc(unique_name, f"more-{i}") for i in range(3000)])
+    await index.search_vector(axis(DIMENSION), filters, size=1)
+    assert index.cached_vector_bytes >= 3001 * DIMENSION * 4 > small
