@@ -13,6 +13,7 @@ from cogsub.embeddings.hash import HashEmbedder
 from cogsub.evaluation import CachingEmbedder, LocomoOptions, evaluate_locomo
 from cogsub.evaluation.metrics import Tally, evidence_recall, percentile
 from cogsub.recall import RankingPolicy
+from cogsub.recall.query import without_names
 from tests.services.evaluation import synthetic
 
 RATES = {"recall_any@1", "recall_all@1", "recall_any@3", "recall_all@3"}
@@ -55,8 +56,17 @@ async def test_every_turn_is_retained_and_every_fair_question_scored(tmp_path: P
     assert categories["4"]["recall_any@3"] == 1.0
     assert categories["4"]["bm25"]["recall_any@3"] == 0.0
     assert report["recall_any@3"] >= report["bm25"]["recall_any@3"]
-    # Both conversations say the same: 8 distinct turns and 4 questions, each embedded once.
-    assert embedder.misses == 8 + 4
+    # Both conversations say the same: 8 distinct turns and 4 questions, each embedded once,
+    # plus the name-free form recall embeds of each question that names someone.
+    scored = [
+        "What instrument is he learning these days?",
+        "Where did Alice's sister move?",
+        "What did Bob see at the lake?",
+        "When did Bob go hiking?",
+    ]
+    name_free = {without_names(q) for q in scored} - set(scored)
+    assert len(name_free) == 3
+    assert embedder.misses == 8 + 4 + len(name_free)
     leftovers = await asyncio.to_thread(lambda: list(tmp_path.glob("cogsub-locomo-*")))
     assert not leftovers  # the per-conversation stacks are removed
 
