@@ -25,8 +25,8 @@ Every aiokafka exception is translated in :func:`kafka_errors`.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Iterator, Mapping, Sequence
-from contextlib import contextmanager
+from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
+from contextlib import asynccontextmanager, contextmanager
 from dataclasses import dataclass
 from typing import Any, Self
 
@@ -414,14 +414,10 @@ class KafkaConsumer:
     async def poll(self, *, max_records: int, timeout_s: float) -> list[Record]:
         """Up to ``max_records`` records, waiting at most ``timeout_s`` for the first."""
         consumer = await self._started()
-        try:
-            with kafka_errors():
-                batches = await consumer.getmany(
-                    timeout_ms=max(0, int(timeout_s * 1000)), max_records=max_records
-                )
-        except CogsubError as exc:
-            await self._replace_if_stranded(consumer, exc)
-            raise
+        async with self._member_errors(consumer):
+            batches = await consumer.getmany(
+                timeout_ms=max(0, int(timeout_s * 1000)), max_records=max_records
+            )
         return [_record(msg) for messages in batches.values() for msg in messages]
 
     async def commit(self, records: Sequence[Record]) -> None:
@@ -472,14 +468,19 @@ class KafkaConsumer:
         }
         if not pending:
             return
-        consumer = self._consumer
+        async with self._member_errors(self._consumer):
+            await self._consumer.commit(pending)
+        self._acked.update(pending)
+
+    @asynccontextmanager
+    async def _member_errors(self, consumer: Any) -> AsyncIterator[None]:
+        """:func:`kafka_errors` for a call on ``consumer``, dropping it if its coordination died."""
         try:
             with kafka_errors():
-                await consumer.commit(pending)
+                yield
         except CogsubError as exc:
             await self._replace_if_stranded(consumer, exc)
             raise
-        self._acked.update(pending)
 
     async def _replace_if_stranded(self, consumer: Any, error: CogsubError) -> None:
         """Drop a member whose group coordination died, so that the next call starts anew.
@@ -493,7 +494,8 @@ class KafkaConsumer:
         async with self._start_lock:
             if self._consumer is consumer:
                 self._consumer = None
-                self._forget_offsets(set(self._done) | set(self._acked))
+                self._done.clear()  # nothing is owned any more
+                self._acked.clear()
         log.warning("kafka_member_replaced", group=self.group, error=repr(failure))
         try:
             with kafka_errors():

@@ -15,7 +15,7 @@ Both were found on noida-db and matter on any broker (docs/reliability.md):
   ``getmany`` re-raises the same error. :func:`coordination_failure` tells the
   adapter so that it can replace the member instead of failing forever.
 
-aiokafka is pinned in ``constraints.txt``; ``tests/libs/bus/test_kafka_group.py``
+aiokafka is pinned in ``constraints.txt``; ``tests/libs/bus_kafka/test_kafka_group.py``
 fails if these internals move.
 """
 

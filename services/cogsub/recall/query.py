@@ -149,14 +149,17 @@ def analyse_query(text: str) -> QueryAnalysis:
     )
 
 
+def _name(found: re.Match[str]) -> str | None:
+    """The lower-cased name a capitalised word may be (possessive stripped), or ``None``."""
+    word = _POSSESSIVE.sub("", found.group(1)).lower()
+    if word in _NOT_NAMES or word in _MONTHS or len(word) < 2:
+        return None
+    return word
+
+
 def query_names(text: str) -> frozenset[str]:
     """Lower-cased capitalised words of ``text`` that may be names (possessives stripped)."""
-    names = set()
-    for found in _NAME.finditer(text):
-        word = _POSSESSIVE.sub("", found.group(1)).lower()
-        if word not in _NOT_NAMES and word not in _MONTHS and len(word) > 1:
-            names.add(word)
-    return frozenset(names)
+    return frozenset(name for found in _NAME.finditer(text) if (name := _name(found)) is not None)
 
 
 def without_names(text: str) -> str:
@@ -167,15 +170,9 @@ def without_names(text: str) -> str:
     or to that person rather than toward what the question asks about. The
     name still counts through BM25 and the speaker cue.
     """
-    names = query_names(text)
-    if not names:
-        return text
-
-    def drop(found: re.Match[str]) -> str:
-        named = _POSSESSIVE.sub("", found.group(1)).lower() in names
-        return "" if named else found.group(0)
-
-    kept = _NAME.sub(drop, text)
+    kept = _NAME.sub(lambda found: "" if _name(found) else found.group(0), text)
+    if kept == text:
+        return text  # no names: left exactly as written
     kept = _SPACES.sub(" ", kept).strip()
     return kept if _WORD.search(kept.lower()) else text
 
