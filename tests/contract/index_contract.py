@@ -782,6 +782,30 @@ class MemoryIndexContract:
         assert fetched is not None
         assert fetched.retrieval_count == 20
 
+    async def test_update_many_patches_each_document_and_skips_the_missing(
+        self, index: MemoryIndex, bank: str, other_bank: str
+    ) -> None:
+        docs = [self.doc(bank, f"m{i}", importance=0.2, retrieval_count=i) for i in range(3)]
+        foreign = self.doc(other_bank, "m-foreign", importance=0.2)
+        await index.upsert([*docs, foreign])
+        patches = {
+            docs[0].event_id: DocumentPatch(decay_factor=0.5),
+            docs[1].event_id: DocumentPatch(retrieval_count_increment=4, importance_score=0.9),
+            f"{bank}-ghost": DocumentPatch(decay_factor=0.1),
+            foreign.event_id: DocumentPatch(decay_factor=0.1),  # another bank's: left alone
+        }
+        assert await index.update_many(bank, patches) == 2
+        first, second, third = [await index.get(bank, d.event_id) for d in docs]
+        assert first is not None and first.decay_factor == 0.5
+        assert second is not None
+        assert (second.retrieval_count, second.importance_score) == (5, 0.9)
+        assert third is not None
+        assert_same_document(third, docs[2])
+        assert_same_document(await index.get(other_bank, foreign.event_id), foreign)
+        filters = SearchFilters(bank_id=bank, min_importance=0.8)
+        assert [d.event_id for d in await index.scan(filters, size=5)] == [docs[1].event_id]
+        assert await index.update_many(bank, {}) == 0
+
     async def test_update_of_a_missing_document_raises_not_found(
         self, index: MemoryIndex, bank: str
     ) -> None:

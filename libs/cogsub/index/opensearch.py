@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import asyncio
 import random
-from collections.abc import Collection, Iterator, Sequence
+from collections.abc import Collection, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from typing import Any
 
@@ -47,6 +47,8 @@ log = structlog.get_logger(__name__)
 _INVALID_NAME = "invalid_index_name_exception"
 _ALREADY_EXISTS = "resource_already_exists_exception"
 _REFRESH = "wait_for"
+#: Documents ``update_many`` patches at once (each is a get and a conditional index).
+_UPDATE_CONCURRENCY = 16
 
 
 @contextmanager
@@ -290,6 +292,25 @@ class OpenSearchMemoryIndex:
         raise ConflictError(
             f"update of {event_id!r} lost {self._max_update_attempts} races in a row"
         )
+
+    async def update_many(self, bank_id: str, patches: Mapping[str, DocumentPatch]) -> int:
+        """``update`` for each patch, ``_UPDATE_CONCURRENCY`` at a time; how many were found.
+
+        The compare-and-set of ``update`` is per document, so its updates run side by
+        side and share the index's refreshes instead of waiting for one each in turn.
+        """
+        limit = asyncio.Semaphore(_UPDATE_CONCURRENCY)
+
+        async def one(event_id: str, patch: DocumentPatch) -> bool:
+            async with limit:
+                try:
+                    await self.update(bank_id, event_id, patch)
+                except NotFoundError:
+                    return False
+                return True
+
+        found = await asyncio.gather(*(one(i, p) for i, p in patches.items()))
+        return sum(found)
 
     async def delete(self, bank_id: str, event_id: str) -> bool:
         """Remove the document if it belongs to ``bank_id``; ``True`` if it did."""

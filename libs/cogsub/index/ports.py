@@ -17,6 +17,10 @@ Contract every adapter keeps:
   ``ConfigurationError``, a query vector of the wrong length ``InvalidInputError``.
 - ``update`` changes only the ranking signals named in the patch, atomically
   against concurrent updates, and raises ``NotFoundError`` for a missing doc.
+  ``update_many`` applies one patch per document of one bank, each as
+  ``update`` would, skips ids the bank does not hold, and returns how many it
+  found; it is the bulk form for background jobs (decay, retrieval counts). It
+  is not atomic across documents: after a failure part of it may be applied.
 - ``delete_many`` removes the listed documents of one bank and returns how
   many it removed: ids of another bank, unknown ids and repeats count 0 and
   are left alone (another bank's document is never touched); an empty list
@@ -39,7 +43,7 @@ Contract every adapter keeps:
 
 from __future__ import annotations
 
-from collections.abc import Collection, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Protocol
@@ -105,6 +109,10 @@ class MemoryIndex(Protocol):
 
     async def update(self, bank_id: str, event_id: str, patch: DocumentPatch) -> IndexDocument:
         """Apply ``patch`` and return the updated document."""
+        ...
+
+    async def update_many(self, bank_id: str, patches: Mapping[str, DocumentPatch]) -> int:
+        """Apply each patch to its document of ``bank_id``; how many documents were found."""
         ...
 
     async def delete(self, bank_id: str, event_id: str) -> bool:

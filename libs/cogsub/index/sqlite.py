@@ -38,8 +38,11 @@ Semantics beyond the port: ``since`` is inclusive and ``until`` exclusive (both
 on the event timestamp; naive datetimes are UTC); ``tags_any`` matches tags
 exactly; an empty ``fact_types``/``tags_any`` set matches nothing; embeddings
 come back rounded to float32; upserting an ``event_id`` that belongs to another
-bank raises ``ConflictError`` and writes nothing. All SQLite and numpy work runs
-on one worker thread per instance, which also serialises this instance's writes.
+bank raises ``ConflictError`` and writes nothing. Writes, vector searches and the
+vector matrix live on one worker thread per instance, which also serialises this
+instance's writes; lookups, text searches, neighbours, scans and counts run on a
+second thread with a read-only connection of its own (a file in WAL mode, where
+readers and the writer never wait for each other; ``":memory:"`` keeps one).
 """
 
 from __future__ import annotations
@@ -49,7 +52,7 @@ import json
 import os
 import sqlite3
 import time
-from collections.abc import Callable, Collection, Iterator, Sequence
+from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from datetime import UTC, datetime, timedelta
@@ -59,6 +62,7 @@ import numpy as np
 import numpy.typing as npt
 import structlog
 from pydantic import ValidationError
+from threadpoolctl import threadpool_limits
 
 from cogsub.core.documents import IndexDocument
 from cogsub.core.errors import (
@@ -135,6 +139,17 @@ _ABOVE = "d.ts_us >= ?"
 _MAX_REACH_US = 2**62
 _BELOW = "d.ts_us <= ?"
 _ROW_COLUMNS = "doc_id, event_id, bank_id, fact_type, ts_us, importance_score, tags, embedding"
+
+
+def _one_blas_thread() -> None:
+    """Keep numpy's BLAS on the calling thread, for the whole process.
+
+    The matrix-vector product is memory-bound, so a second BLAS thread barely
+    shortens it (8.7 → 7.6 ms at 384 x 100k); but OpenBLAS's extra thread spins
+    between calls, and under a steady stream of searches it burned most of a core
+    (1.3 s of CPU against 0.07 s for 200 products of 8 x 150k, measured here).
+    """
+    threadpool_limits(limits=1, user_api="blas")
 
 
 @contextmanager
@@ -365,11 +380,22 @@ class SqliteMemoryIndex:
         self._path = os.fspath(path)
         self._busy_timeout_ms = int(busy_timeout_s * 1000)
         self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="cogsub-index")
+        # Lookups and text searches read on a connection of their own (WAL readers never
+        # wait for the writer): recall and extraction's lookups do not queue behind a
+        # write's sync, nor writes behind a search. A private in-memory database has
+        # one connection only, so there everything stays on the worker thread.
+        self._reader = (
+            None
+            if self._path == ":memory:"
+            else ThreadPoolExecutor(max_workers=1, thread_name_prefix="cogsub-index-read")
+        )
         self._closed = False
         # Everything below is touched only on the worker thread.
         self._conn: sqlite3.Connection | None = None
         self._vectors: _Vectors | None = None
         self._data_version = -1
+        # Touched only on the reader thread.
+        self._read_conn: sqlite3.Connection | None = None
 
     @property
     def cached_vector_bytes(self) -> int:
@@ -392,6 +418,23 @@ class SqliteMemoryIndex:
             if self._conn is None:
                 self._conn = self._open()
             return fn(self._conn, *args)
+
+    async def _read(self, fn: Callable[..., _T], *args: Any) -> _T:
+        """Run a read-only ``fn`` on the reader connection (the worker's, in memory)."""
+        if self._reader is None:
+            return await self._run(fn, *args)
+        if self._closed:
+            raise RuntimeError("this SqliteMemoryIndex is closed")
+        loop = asyncio.get_running_loop()
+        return await loop.run_in_executor(self._reader, self._read_call, fn, args)
+
+    def _read_call(self, fn: Callable[..., _T], args: tuple[Any, ...]) -> _T:
+        with _sqlite_errors():
+            if self._read_conn is None:
+                # _open creates the schema if missing, so a read may come first.
+                self._read_conn = self._open()
+                self._read_conn.execute("PRAGMA query_only = ON")
+            return fn(self._read_conn, *args)
 
     def _open(self) -> sqlite3.Connection:
         conn = sqlite3.connect(self._path, isolation_level=None)
@@ -482,7 +525,7 @@ class SqliteMemoryIndex:
 
     async def get(self, bank_id: str, event_id: str) -> IndexDocument | None:
         """The document ``event_id`` of ``bank_id``, or ``None``."""
-        return await self._run(self._get, bank_id, event_id)
+        return await self._read(self._get, bank_id, event_id)
 
     @staticmethod
     def _get(conn: sqlite3.Connection, bank_id: str, event_id: str) -> IndexDocument | None:
@@ -498,7 +541,7 @@ class SqliteMemoryIndex:
         terms = query_terms(query)
         if not terms or size == 0 or _matches_nothing(filters):
             return []
-        return await self._run(self._search_text, terms, filters, size)
+        return await self._read(self._search_text, terms, filters, size)
 
     def _search_text(
         self, conn: sqlite3.Connection, terms: list[str], filters: SearchFilters, size: int
@@ -551,6 +594,7 @@ class SqliteMemoryIndex:
                 return None
             if vectors is None:
                 began = time.perf_counter()
+                _one_blas_thread()
                 vectors = _Vectors(dimension, seq)
                 (total,) = conn.execute("SELECT count(*) FROM documents").fetchone()
                 vectors.reserve(total + total // 8)
@@ -587,24 +631,46 @@ class SqliteMemoryIndex:
         self, conn: sqlite3.Connection, bank_id: str, event_id: str, patch: DocumentPatch
     ) -> IndexDocument:
         with _transaction(conn, write=True):
-            found = conn.execute(
-                "SELECT doc_id, body, embedding FROM documents WHERE event_id = ? AND bank_id = ?",
-                (event_id, bank_id),
-            ).fetchone()
-            if found is None:
-                raise NotFoundError(f"no document {event_id} in bank {bank_id}")
-            doc_id, body, blob = found
-            doc = _patched(_document(body, blob), patch)
             (seq,) = conn.execute("SELECT seq + 1 FROM index_state").fetchone()
-            conn.execute(
-                "UPDATE documents SET importance_score = ?, body = ?, seq = ? WHERE doc_id = ?",
-                (doc.importance_score, doc.model_dump_json(exclude={"embedding"}), seq, doc_id),
-            )
+            doc = _patch_row(conn, bank_id, event_id, patch, seq)
+            if doc is None:
+                raise NotFoundError(f"no document {event_id} in bank {bank_id}")
             conn.execute("UPDATE index_state SET seq = ?", (seq,))
         self._after_write(
             seq, lambda vectors: vectors.set_importance(event_id, doc.importance_score)
         )
         return doc
+
+    async def update_many(self, bank_id: str, patches: Mapping[str, DocumentPatch]) -> int:
+        """Apply each patch in one transaction (one sync); how many documents were found.
+
+        Raises:
+            InvalidInputError: a patch would put a field out of its range (nothing applied).
+        """
+        if not patches:
+            return 0
+        return await self._run(self._update_many, bank_id, dict(patches))
+
+    def _update_many(
+        self, conn: sqlite3.Connection, bank_id: str, patches: dict[str, DocumentPatch]
+    ) -> int:
+        with _transaction(conn, write=True):
+            (seq,) = conn.execute("SELECT seq + 1 FROM index_state").fetchone()
+            patched = {
+                event_id: doc
+                for event_id, patch in patches.items()
+                if (doc := _patch_row(conn, bank_id, event_id, patch, seq)) is not None
+            }
+            if patched:
+                conn.execute("UPDATE index_state SET seq = ?", (seq,))
+
+        def apply(vectors: _Vectors) -> None:
+            for event_id, doc in patched.items():
+                vectors.set_importance(event_id, doc.importance_score)
+
+        if patched:
+            self._after_write(seq, apply)
+        return len(patched)
 
     async def delete(self, bank_id: str, event_id: str) -> bool:
         """Remove a document; ``True`` if it existed in ``bank_id``."""
@@ -668,7 +734,7 @@ class SqliteMemoryIndex:
 
     async def count(self, bank_id: str | None = None) -> int:
         """Documents in ``bank_id``, or in all banks."""
-        return await self._run(self._count, bank_id)
+        return await self._read(self._count, bank_id)
 
     @staticmethod
     def _count(conn: sqlite3.Connection, bank_id: str | None) -> int:
@@ -696,7 +762,7 @@ class SqliteMemoryIndex:
             return []
         window_us = None if within_s is None else int(within_s * 1_000_000)
         skip = {*exclude, *(a.event_id for a in placed)}
-        return await self._run(self._neighbours, filters, placed, each_side, window_us, skip)
+        return await self._read(self._neighbours, filters, placed, each_side, window_us, skip)
 
     @staticmethod
     def _neighbours(
@@ -743,7 +809,7 @@ class SqliteMemoryIndex:
         _check_size(size)
         if size == 0 or _matches_nothing(filters):
             return []
-        return await self._run(self._scan, filters, size, after)
+        return await self._read(self._scan, filters, size, after)
 
     @staticmethod
     def _scan(
@@ -767,11 +833,19 @@ class SqliteMemoryIndex:
         # Refuse new work first, so nothing queued after _close reopens the database.
         self._closed = True
         loop = asyncio.get_running_loop()
+        if self._reader is not None:
+            await loop.run_in_executor(self._reader, self._close_reader)
+            await asyncio.to_thread(self._reader.shutdown, wait=True)
         await loop.run_in_executor(self._executor, self._close)
         await asyncio.to_thread(self._executor.shutdown, wait=True)
 
     def _close(self) -> None:
         conn, self._conn, self._vectors = self._conn, None, None
+        if conn is not None:
+            conn.close()
+
+    def _close_reader(self) -> None:
+        conn, self._read_conn = self._read_conn, None
         if conn is not None:
             conn.close()
 
@@ -1029,6 +1103,25 @@ def _filter_sql(filters: SearchFilters) -> tuple[str, list[Any]]:
         clauses.append("d.importance_score >= ?")
         params.append(filters.min_importance)
     return " AND ".join(clauses), params
+
+
+def _patch_row(
+    conn: sqlite3.Connection, bank_id: str, event_id: str, patch: DocumentPatch, seq: int
+) -> IndexDocument | None:
+    """Patch one row inside the caller's write transaction; ``None`` if the bank lacks it."""
+    found = conn.execute(
+        "SELECT doc_id, body, embedding FROM documents WHERE event_id = ? AND bank_id = ?",
+        (event_id, bank_id),
+    ).fetchone()
+    if found is None:
+        return None
+    doc_id, body, blob = found
+    doc = _patched(_document(body, blob), patch)
+    conn.execute(
+        "UPDATE documents SET importance_score = ?, body = ?, seq = ? WHERE doc_id = ?",
+        (doc.importance_score, doc.model_dump_json(exclude={"embedding"}), seq, doc_id),
+    )
+    return doc
 
 
 def _patched(doc: IndexDocument, patch: DocumentPatch) -> IndexDocument:

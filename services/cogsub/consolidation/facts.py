@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 import structlog
 
 from cogsub.archive.ports import ArchiveStore
+from cogsub.bulk import put_all
 from cogsub.consolidation.similarity import content_words, similarity
 from cogsub.consolidation.writer import DerivedWriter
 from cogsub.core.derived import (
@@ -179,17 +180,14 @@ class FactStage:
         return plan
 
     async def _write_new(self, plans: Sequence[_Plan]) -> set[str]:
-        by_bank: dict[str, list[tuple[DerivedMemory, list[float]]]] = {}
+        # Across banks: a batch holds many, and each write step costs a sync however many
+        # memories it carries. The first source of a fact new twice in the batch wins.
+        entries: dict[str, tuple[str, DerivedMemory, list[float]]] = {}
         for plan in plans:
-            by_bank.setdefault(plan.bank_id, []).extend(plan.new)
-        created: set[str] = set()
-        for bank_id, items in sorted(by_bank.items()):
-            unique = list({m.memory_id: (m, v) for m, v in items}.values())  # first source wins
-            written = await self._writer.write(
-                bank_id, [m for m, _ in unique], vectors=[v for _, v in unique]
-            )
-            created |= {w.memory_id for w in written if w.created}
-        return created
+            for memory, vector in plan.new:
+                entries.setdefault(memory.memory_id, (plan.bank_id, memory, vector))
+        written = await self._writer.write_across(list(entries.values()))
+        return {w.memory_id for w in written if w.created}
 
     async def _source(self, payload: bytes) -> ArchivedEvent:
         try:
@@ -256,9 +254,10 @@ class FactStage:
         if not wanted:
             return {}
         async with self._merging:
-            fresh = await asyncio.gather(*(self._evidence(p.event, t, n) for p, t, n in wanted))
+            fresh = await self._evidence_all([(p.event, t, n) for p, t, n in wanted])
             touched = sorted({(p.bank_id, target) for p, target, _ in wanted})
-            docs = [await self._recounted(bank, fact_id) for bank, fact_id in touched]
+            # Side by side: each recount is a listing and a lookup, mostly waiting.
+            docs = await asyncio.gather(*(self._recounted(b, f) for b, f in touched))
             changed = [doc for doc in docs if doc is not None]
             if changed:
                 await self._index.upsert(changed)
@@ -268,14 +267,19 @@ class FactStage:
                 merged.setdefault(plan.event_id, []).append(target)
         return {event_id: tuple(targets) for event_id, targets in merged.items()}
 
-    async def _evidence(self, event: ArchivedEvent, fact_id: str, position: int) -> bool:
-        record = {"factId": fact_id, "sourceEventId": event.event_id, "position": position}
-        key = evidence_key(event.bank_id, fact_id, f"{event.event_id}-{position}")
-        try:
-            await self._archive.put_once(key, json.dumps(record, sort_keys=True).encode())
-        except ObjectExistsError:
-            return False
-        return True
+    async def _evidence_all(self, proofs: Sequence[tuple[ArchivedEvent, str, int]]) -> list[bool]:
+        """One evidence object per (source event, fact, position); True where it is new."""
+        items = []
+        for event, fact_id, position in proofs:
+            record = {"factId": fact_id, "sourceEventId": event.event_id, "position": position}
+            key = evidence_key(event.bank_id, fact_id, f"{event.event_id}-{position}")
+            items.append((key, json.dumps(record, sort_keys=True).encode()))
+        fresh = []
+        for outcome in await put_all(self._archive, items):
+            if outcome is not None and not isinstance(outcome, ObjectExistsError):
+                raise outcome
+            fresh.append(outcome is None)
+        return fresh
 
     async def _recounted(self, bank_id: str, fact_id: str) -> IndexDocument | None:
         """The fact's document with its proof count from the archive, if that changed it."""

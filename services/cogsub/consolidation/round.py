@@ -9,6 +9,7 @@ crashed half-way is completed by the next one.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import json
 from collections.abc import Callable
@@ -179,9 +180,8 @@ class ConsolidationRound:
 
     # -- observations ----------------------------------------------------------------
 
-    async def _observations(
-        self, bank_id: str, facts: list[IndexDocument], progress: _Progress
-    ) -> list[list[Member]]:
+    def _grouped(self, facts: list[IndexDocument]) -> list[tuple[list[Member], Member]]:
+        """The clusters of ``facts``, each with its medoid (CPU work: run it off the loop)."""
         policy = self.policy
         groups = clusters(
             [self._member(d) for d in facts],
@@ -189,14 +189,22 @@ class ConsolidationRound:
             semantic=policy.semantic,
             min_size=policy.min_cluster,
         )
+        return [(group, medoid(group, semantic=policy.semantic)) for group in groups]
+
+    async def _observations(
+        self, bank_id: str, facts: list[IndexDocument], progress: _Progress
+    ) -> list[tuple[list[Member], Member]]:
+        # Scoring up to max_scan x max_scan pairs takes a while on a large bank; in a
+        # thread, recall and ingestion on the event loop keep going meanwhile.
+        groups = await asyncio.to_thread(self._grouped, facts)
         existing = await self._active(bank_id, {FactType.OBSERVATION}, progress)
         covered = {doc.event_id: await self._sources(doc) for doc in existing}
-        for group in groups:
+        for group, centre in groups:
             ids = sorted(m.memory_id for m in group)
             obs_id = derived_id(DerivedKind.OBSERVATION, bank_id, *ids)
             if obs_id in covered or not progress.spend():
                 continue
-            memory = self._observation(bank_id, obs_id, group, facts)
+            memory = self._observation(bank_id, obs_id, group, centre, facts)
             (written,) = await self._writer.write(bank_id, [memory])
             if written.created:
                 progress.observations.append(obs_id)
@@ -209,19 +217,23 @@ class ConsolidationRound:
         return groups
 
     def _observation(
-        self, bank_id: str, obs_id: str, group: list[Member], facts: list[IndexDocument]
+        self,
+        bank_id: str,
+        obs_id: str,
+        group: list[Member],
+        centre: Member,
+        facts: list[IndexDocument],
     ) -> DerivedMemory:
         importance = {d.event_id: d.importance_score for d in facts}
         ids = sorted(m.memory_id for m in group)
         first = min(m.timestamp for m in group)
         last = max(m.timestamp for m in group)
         proofs = sum(m.proof for m in group)
-        centre = medoid(group, semantic=self.policy.semantic)
         return DerivedMemory(
             memory_id=obs_id,
             kind=DerivedKind.OBSERVATION,
             fact_type=FactType.OBSERVATION,
-            text=observation_text(group, semantic=self.policy.semantic),
+            text=observation_text(group, centre),
             timestamp=last,
             importance=max(importance.get(i, 0.5) for i in ids),
             sources=tuple(ids),
@@ -379,13 +391,12 @@ class ConsolidationRound:
         self,
         bank_id: str,
         facts: list[IndexDocument],
-        groups: list[list[Member]],
+        groups: list[tuple[list[Member], Member]],
         progress: _Progress,
     ) -> None:
-        clustered = {m.memory_id for g in groups for m in g}
+        clustered = {m.memory_id for g, _ in groups for m in g}
         wanted: list[DerivedMemory] = []
-        for group in groups:
-            centre = medoid(group, semantic=self.policy.semantic)
+        for group, centre in groups:
             if looks_like_preference(centre.text):
                 ids = sorted(m.memory_id for m in group)
                 wanted.append(
@@ -410,7 +421,8 @@ class ConsolidationRound:
     async def _conflicts(self, bank_id: str, progress: _Progress) -> None:
         prefs = await self._active(bank_id, {FactType.PREFERENCE}, progress)
         members = [self._member(d) for d in prefs]
-        groups = clusters(
+        groups = await asyncio.to_thread(
+            clusters,
             members,
             threshold=self.policy.topic_threshold,
             semantic=self.policy.semantic,
@@ -453,6 +465,7 @@ class ConsolidationRound:
         filters = SearchFilters(bank_id=bank_id)
         while page := await self._index.scan(filters, size=SCAN_PAGE, after=after):
             after = page[-1].event_id
+            patches: dict[str, DocumentPatch] = {}
             for doc in page:
                 if _parse(doc.timestamp) >= begins:
                     continue  # new this epoch: nobody has had the chance to use it yet
@@ -460,10 +473,9 @@ class ConsolidationRound:
                     doc.decay_factor, rate=self.policy.decay_rate, floor=self.policy.decay_floor
                 )
                 if factor != doc.decay_factor:
-                    await self._index.update(
-                        bank_id, doc.event_id, DocumentPatch(decay_factor=factor)
-                    )
-                    progress.decayed += 1
+                    patches[doc.event_id] = DocumentPatch(decay_factor=factor)
+            # A page at a time: one write (and one sync) per page, not one per memory.
+            progress.decayed += await self._index.update_many(bank_id, patches)
         with contextlib.suppress(ObjectExistsError):  # another worker finished the same epoch
             await self._archive.put_once(marker, json.dumps({"epoch": epoch}).encode())
 

@@ -3,7 +3,8 @@
 One consumer group reads both topics. An enriched announcement is extracted
 into facts; a ``consolidation.request`` (``{"bankId": ...}``) runs a round of
 that bank; every ``schedule_s`` the banks that received facts since the last
-scheduled round get one too. Offsets are committed after the effects. Output
+scheduled round get one too, in a background task, so extraction does not
+wait for them. Offsets are committed after the effects. Output
 an extractor rejects, and requests that are not JSON with a bank, go to
 ``consolidation.dlq`` with the original bytes and why — they never stop a
 partition. A backend that is down is retried with backoff, never skipped.
@@ -99,6 +100,7 @@ class ConsolidationWorker:
             [EXPERIENCE_ENRICHED, CONSOLIDATION_REQUEST], group=self._group
         )
         next_round = time.monotonic() + self._schedule_s
+        scheduled: asyncio.Task[None] | None = None
         try:
             while not stop.is_set():
                 records = await self._gather(consumer, stop)
@@ -110,11 +112,35 @@ class ConsolidationWorker:
                         await self._until_done(record, stop)
                 if records:
                     await consumer.commit(records)
-                if time.monotonic() >= next_round:
-                    await self.scheduled_round()
+                if scheduled is not None and scheduled.done():
+                    scheduled, finished = None, scheduled
+                    finished.result()  # a round's bug stops the worker, as it would inline
+                if scheduled is None and time.monotonic() >= next_round:
+                    # A round of a large bank takes seconds: extraction goes on meanwhile.
+                    scheduled = asyncio.create_task(self._scheduled_in_background())
                     next_round = time.monotonic() + self._schedule_s
         finally:
+            if scheduled is not None:
+                # Rounds are idempotent: the next one completes what this one began.
+                scheduled.cancel()
+                await asyncio.gather(scheduled, return_exceptions=True)
             await consumer.close()
+
+    async def _scheduled_in_background(self) -> None:
+        """The scheduled rounds; a bank whose round met a backend that is down waits for the next."""
+        banks, self._pending_banks = sorted(self._pending_banks), set()
+        for at, bank in enumerate(banks):
+            try:
+                await self._round(bank)
+            except CogsubError as exc:
+                if not exc.retryable:
+                    raise
+                log.warning("consolidation_round_postponed", bank_id=bank, error=str(exc))
+                self._pending_banks.update(banks[at:])
+                return
+            except asyncio.CancelledError:
+                self._pending_banks.update(banks[at:])
+                raise
 
     async def _gather(self, consumer: Consumer, stop: asyncio.Event) -> list[Record]:
         """A poll, topped up for up to ``linger_s`` so a trickle still makes a full batch.

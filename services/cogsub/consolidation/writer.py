@@ -8,7 +8,6 @@ indexed memory has always been announced and nothing archived is left unindexed.
 
 from __future__ import annotations
 
-import asyncio
 import json
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -17,6 +16,7 @@ from datetime import datetime
 import structlog
 
 from cogsub.archive.ports import ArchiveStore
+from cogsub.bulk import Outgoing, publish_all, put_all
 from cogsub.bus.ports import EventBus
 from cogsub.core.derived import (
     SUPERSEDED_BY_TAG,
@@ -30,7 +30,7 @@ from cogsub.core.derived import (
     with_tags,
 )
 from cogsub.core.documents import IndexDocument, index_document_for
-from cogsub.core.errors import NotFoundError, ObjectExistsError
+from cogsub.core.errors import ObjectExistsError
 from cogsub.core.events import ArchivedEvent, format_timestamp
 from cogsub.core.topics import MEMORY_SEMANTIC_UPDATED
 from cogsub.embeddings.ports import Embedder
@@ -74,52 +74,54 @@ class DerivedWriter:
             return []
         if vectors is None:
             vectors = await self._embedder.embed([m.text for m in memories])
+        return await self.write_across(
+            [(bank_id, m, v) for m, v in zip(memories, vectors, strict=True)]
+        )
+
+    async def write_across(
+        self, entries: Sequence[tuple[str, DerivedMemory, list[float]]]
+    ) -> list[Written]:
+        """``write`` for ``(bank_id, memory, vector)`` entries of any banks, all at once."""
         wanted = [
-            _with_vector(
-                derived_event(bank_id, m, key=derived_key(bank_id, m.kind, m.memory_id)), v
-            )
-            for m, v in zip(memories, vectors, strict=True)
+            _with_vector(derived_event(bank, m, key=derived_key(bank, m.kind, m.memory_id)), v)
+            for bank, m, v in entries
         ]
-        # One batch: the puts share the archive's group sync, the announcements the
-        # log's group commit, and the index takes one bulk upsert.
-        stored = await asyncio.gather(*(self._store(archived) for archived in wanted))
+        # One batch: the puts take one bulk call (one durability step on the embedded
+        # archive), the announcements one append, and the index one bulk upsert.
+        stored = await self._store_all(wanted)
         pending = [archived for archived, complete, _ in stored if not complete]
-        await asyncio.gather(*(self._announce(bank_id, a, a.object_storage_key) for a in pending))
+        await publish_all(self._bus, [_announcement(a) for a in pending])
         if pending:
             await self._index.upsert([_document(a, a.object_storage_key) for a in pending])
-        for archived in pending:
-            log.debug("consolidation_memory_written", bank_id=bank_id, memory_id=archived.event_id)
+        for a in pending:
+            log.debug("consolidation_memory_written", bank_id=a.bank_id, memory_id=a.event_id)
         return [
             Written(archived.event_id, archived.object_storage_key, created=created)
             for archived, _, created in stored
         ]
 
-    async def _store(self, archived: ArchivedEvent) -> tuple[ArchivedEvent, bool, bool]:
-        """(the archived object, whether it is complete already, whether this call created it)."""
-        key = archived.object_storage_key
-        try:
-            await self._archive.put_once(key, archived.to_wire_json())
-            return archived, False, True
-        except ObjectExistsError:
-            stored = ArchivedEvent.model_validate_json(await self._archive.get(key))
-            indexed = await self._index.get(stored.bank_id, stored.event_id) is not None
-            return stored, indexed, False
-
-    async def _announce(self, bank_id: str, archived: ArchivedEvent, key: str) -> None:
-        structured = (
-            archived.input.structured if isinstance(archived.input.structured, dict) else {}
+    async def _store_all(
+        self, wanted: Sequence[ArchivedEvent]
+    ) -> list[tuple[ArchivedEvent, bool, bool]]:
+        """Per object: (the archived object, whether it is complete already, whether it is new)."""
+        outcomes = await put_all(
+            self._archive, [(a.object_storage_key, a.to_wire_json()) for a in wanted]
         )
-        payload = {
-            "bankId": bank_id,
-            "memoryId": archived.event_id,
-            "kind": structured.get("kind"),
-            "factType": archived.fact_type.value if archived.fact_type else None,
-            "objectStorageKey": key,
-            "sources": structured.get("sources", []),
-            "timestamp": format_timestamp(archived.timestamp),
-        }
-        body = json.dumps(payload, separators=(",", ":")).encode()
-        await self._bus.publish(MEMORY_SEMANTIC_UPDATED, body, key=bank_id.encode())
+        stored: list[tuple[ArchivedEvent, bool, bool]] = []
+        for archived, outcome in zip(wanted, outcomes, strict=True):
+            if outcome is None:
+                stored.append((archived, False, True))
+            elif isinstance(outcome, ObjectExistsError):
+                stored.append(await self._existing(archived.object_storage_key))
+            else:
+                raise outcome
+        return stored
+
+    async def _existing(self, key: str) -> tuple[ArchivedEvent, bool, bool]:
+        """What an earlier write (a round that crashed, a redelivery) left under ``key``."""
+        stored = ArchivedEvent.model_validate_json(await self._archive.get(key))
+        indexed = await self._index.get(stored.bank_id, stored.event_id) is not None
+        return stored, indexed, False
 
     async def supersede(
         self, bank_id: str, loser_id: str, winner_id: str, *, valid_to: datetime, rule: str
@@ -153,13 +155,31 @@ class DerivedWriter:
 
     async def reinforce(self, bank_id: str, memory_ids: Sequence[str]) -> None:
         """Replay counts as a retrieval: bump each source's ``retrieval_count``."""
-        for memory_id in memory_ids:
-            try:
-                await self._index.update(
-                    bank_id, memory_id, DocumentPatch(retrieval_count_increment=1)
-                )
-            except NotFoundError:
-                log.warning("consolidation_source_missing", bank_id=bank_id, memory_id=memory_id)
+        patch = DocumentPatch(retrieval_count_increment=1)
+        found = await self._index.update_many(bank_id, dict.fromkeys(memory_ids, patch))
+        if found < len(set(memory_ids)):
+            log.warning(
+                "consolidation_source_missing",
+                bank_id=bank_id,
+                missing=len(set(memory_ids)) - found,
+            )
+
+
+def _announcement(archived: ArchivedEvent) -> Outgoing:
+    """The ``memory.semantic.updated`` record of a derived memory."""
+    bank_id = archived.bank_id
+    structured = archived.input.structured if isinstance(archived.input.structured, dict) else {}
+    payload = {
+        "bankId": bank_id,
+        "memoryId": archived.event_id,
+        "kind": structured.get("kind"),
+        "factType": archived.fact_type.value if archived.fact_type else None,
+        "objectStorageKey": archived.object_storage_key,
+        "sources": structured.get("sources", []),
+        "timestamp": format_timestamp(archived.timestamp),
+    }
+    body = json.dumps(payload, separators=(",", ":")).encode()
+    return (MEMORY_SEMANTIC_UPDATED, body, bank_id.encode(), ())
 
 
 def _with_vector(archived: ArchivedEvent, vector: list[float]) -> ArchivedEvent:

@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 import structlog
 
 from cogsub.archive.ports import ArchiveStore
+from cogsub.bulk import Outgoing, publish_all, put_all
 from cogsub.bus.ports import EventBus, Record
 from cogsub.core.documents import (
     IndexDocument,
@@ -28,7 +29,6 @@ from cogsub.core.keys import object_key_for
 from cogsub.core.topics import EXPERIENCE_ENRICHED, EXPERIENCE_RAW_DLQ, MEMORY_INDEXED
 from cogsub.embeddings.ports import Embedder
 from cogsub.index.ports import MemoryIndex
-from cogsub.ingestion.bulk import Outgoing, publish_all, put_all
 from cogsub.ingestion.pipeline import (
     Accepted,
     Rejection,

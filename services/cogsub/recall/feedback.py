@@ -1,9 +1,9 @@
 """Retrieval feedback off the answer's path: counts are coalesced and written in the background.
 
 Every recall marks the memories it returned; a single background task writes the
-accumulated increments (one update per memory per flush, however often it was
-returned meanwhile), so recall latency never includes an index write and a
-burst of recalls costs a bounded number of writes.
+accumulated increments (one bulk update per bank per flush, one increment per
+memory however often it was returned meanwhile), so recall latency never
+includes an index write and a burst of recalls costs a bounded number of writes.
 """
 
 from __future__ import annotations
@@ -50,15 +50,22 @@ class RetrievalFeedback:
             self._wake.clear()
 
     async def flush(self) -> None:
-        """Write every pending increment now."""
+        """Write every pending increment now: one bulk update per bank."""
         pending, self._pending = self._pending, Counter()
+        by_bank: dict[str, dict[str, DocumentPatch]] = {}
         for (bank_id, memory_id), count in sorted(pending.items()):
+            patch = DocumentPatch(retrieval_count_increment=count)
+            by_bank.setdefault(bank_id, {})[memory_id] = patch
+        for bank_id, patches in by_bank.items():
             try:
-                await self._index.update(
-                    bank_id, memory_id, DocumentPatch(retrieval_count_increment=count)
-                )
+                await self._index.update_many(bank_id, patches)
             except Exception as exc:  # feedback is best effort; recall already answered
-                log.warning("retrieval_feedback_failed", memory_id=memory_id, error=str(exc))
+                log.warning(
+                    "retrieval_feedback_failed",
+                    bank_id=bank_id,
+                    memories=len(patches),
+                    error=str(exc),
+                )
 
     async def drain(self) -> None:
         """Flush what is pending and stop the background task (before closing the index)."""

@@ -100,6 +100,9 @@ class ConsolidationSettings(BaseModel):
     llm_timeout_s: float = Field(default=30.0, gt=0, le=600)
     group: str = "consolidation"
     schedule_s: float = Field(default=300.0, gt=0, description="seconds between scheduled rounds")
+    batch_size: int = Field(
+        default=256, ge=1, le=10_000, description="announcements extracted together"
+    )
     max_scan: int = Field(default=2_000, ge=1, le=100_000)
     max_outputs: int = Field(default=200, ge=1, le=10_000)
     cluster_threshold: float = Field(default=0.5, gt=0, le=1)

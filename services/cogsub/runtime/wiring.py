@@ -404,6 +404,7 @@ def build_consolidation(stack: Stack) -> Consolidation:
         group=tuning.group,
         schedule_s=tuning.schedule_s,
         poll_timeout_s=stack.settings.ingestion.poll_timeout_s,
+        batch_size=tuning.batch_size,
         on_round=stack.metrics.record_round,
     )
     return Consolidation(

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -56,6 +56,10 @@ class CrashingIndex:
     async def update(self, bank_id: str, event_id: str, patch: DocumentPatch) -> IndexDocument:
         self._fuse.spend()
         return await self._inner.update(bank_id, event_id, patch)
+
+    async def update_many(self, bank_id: str, patches: Mapping[str, DocumentPatch]) -> int:
+        self._fuse.spend()
+        return await self._inner.update_many(bank_id, patches)
 
 
 class CrashingArchive:

@@ -10,7 +10,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from cogsub.bus.ports import Record
-from cogsub.consolidation import ConsolidationWorker, FactStage, request_payload
+from cogsub.consolidation import ConsolidationRound, ConsolidationWorker, FactStage, request_payload
 from cogsub.core.events import FactType
 from cogsub.core.memory import ConsolidationReport, RetainRequest
 from cogsub.core.topics import CONSOLIDATION_DLQ, CONSOLIDATION_REQUEST
@@ -149,3 +149,78 @@ async def test_requests_run_rounds_and_poison_goes_to_the_dead_letter_topic(
         await _until(reported)  # the round runs on the worker's task; its report lands here
         (report,) = reports
         assert report.bank_id == BANK and len(report.preferences) == 1
+
+
+class GatedRounds:
+    """The stack's rounds, each held until the test opens the gate."""
+
+    def __init__(self, inner: ConsolidationRound) -> None:
+        self.inner = inner
+        self.gate = asyncio.Event()
+        self.started: list[str] = []
+
+    async def run(self, bank_id: str, *, decay: bool = True) -> ConsolidationReport:
+        self.started.append(bank_id)
+        await self.gate.wait()
+        return await self.inner.run(bank_id, decay=decay)
+
+
+async def test_scheduled_rounds_run_beside_extraction_and_stop_with_the_worker(
+    tmp_path: Path,
+) -> None:
+    reports: list[ConsolidationReport] = []
+    async with consolidation_stack(tmp_path) as stack:
+        rounds = GatedRounds(stack.rounds)
+        worker = ConsolidationWorker(
+            bus=stack.bus,
+            rounds=rounds,  # type: ignore[arg-type]
+            facts=stack.facts,
+            group="consolidation-scheduled",
+            schedule_s=0.05,
+            poll_timeout_s=0.02,
+            on_round=reports.append,
+        )
+        stop = asyncio.Event()
+        task = asyncio.create_task(worker.run(stop))
+
+        async def retain(n: int) -> None:
+            content = f"Caroline moved the billing cron job to 0{n}:00 on the staging cluster."
+            request = RetainRequest(content=content, memory_id=f"t{n}", timestamp=MAY_8, wait=True)
+            await stack.service.retain(BANK, request)
+
+        async def round_started() -> bool:
+            return rounds.started == [BANK]
+
+        await retain(1)
+        await _until(round_started)  # the bank got a fact, so the schedule gave it a round
+
+        async def extracted(count: int) -> Callable[[], Awaitable[bool]]:
+            async def check() -> bool:
+                return await stack.index.count(BANK) == count
+
+            return check
+
+        await retain(2)
+        await _until(await extracted(4))  # the held round does not hold extraction up
+        assert reports == []
+        rounds.gate.set()
+
+        async def reported() -> bool:
+            return len(reports) >= 1
+
+        await _until(reported)
+        assert reports[0].bank_id == BANK
+
+        rounds.gate.clear()
+        before = len(rounds.started)
+        await retain(3)
+
+        async def held_again() -> bool:
+            return len(rounds.started) > before
+
+        await _until(held_again)  # a round that started after the gate closed: held
+        stop.set()
+        async with asyncio.timeout(10):
+            await task  # the held round is cancelled, not waited for
+        assert len(reports) < len(rounds.started)
+        assert {r.bank_id for r in reports} == {BANK}
