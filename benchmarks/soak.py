@@ -189,8 +189,8 @@ async def _sample(
     started = time.perf_counter()
     last_t, last_indexed, last_recalls = 0.0, counters.indexed, 0
     print(
-        f"{'t_s':>6} {'ingest/s':>9} {'lag':>7} {'rss_mib':>8} {'vectors':>8} "
-        f"{'recall p50':>11} {'p99':>8}"
+        f"{'t_s':>6} {'ingest/s':>9} {'lag':>7} {'extract lag':>11} {'rss_mib':>8} "
+        f"{'vectors':>8} {'recall p50':>11} {'p99':>8}"
     )
     while (now := time.perf_counter() - started) < args.duration:
         await asyncio.sleep(min(args.every, args.duration - now))
@@ -216,8 +216,9 @@ async def _sample(
         )
         samples.append(sample)
         print(
-            f"{sample.t_s:>6} {sample.ingest_per_s:>9} {sample.lag:>7} {sample.rss_mib:>8} "
-            f"{sample.vectors_mib:>8} {sample.recall_p50_ms:>11} {sample.recall_p99_ms:>8}",
+            f"{sample.t_s:>6} {sample.ingest_per_s:>9} {sample.lag:>7} "
+            f"{sample.extraction_lag:>11} {sample.rss_mib:>8} {sample.vectors_mib:>8} "
+            f"{sample.recall_p50_ms:>11} {sample.recall_p99_ms:>8}",
             flush=True,
         )
         last_t, last_indexed, last_recalls = t, counters.indexed, len(counters.latencies_ms)
