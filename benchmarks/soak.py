@@ -55,6 +55,7 @@ class Sample:
     extraction_lag: int
     rss_mib: float
     vectors_mib: float  # the embedded index's vector matrix, which grows with the data
+    documents: int  # what the index holds: memory that grows with it is the data's
     recalls: int
     recall_p50_ms: float
     recall_p99_ms: float
@@ -210,6 +211,7 @@ async def _sample(
             extraction_lag=behind.lag,
             rss_mib=round(rss_mib(), 1),
             vectors_mib=round(getattr(running.stack.index, "cached_vector_bytes", 0) / 2**20, 1),
+            documents=await running.stack.index.count(),
             recalls=len(window),
             recall_p50_ms=round(percentile(window, 0.5), 2),
             recall_p99_ms=round(percentile(window, 0.99), 2),
@@ -248,6 +250,10 @@ def _summary(
         "rss_end_mib": samples[-1].rss_mib if samples else 0,
         "rss_trend_mib_per_min": round(slope_per_min([(s.t_s, s.rss_mib) for s in late]), 2),
         "vectors_end_mib": samples[-1].vectors_mib if samples else 0,
+        "documents_end": samples[-1].documents if samples else 0,
+        # Growth per document added over the same window: flat per document means
+        # what grows is the data the embedded index keeps in memory, not a backlog.
+        "rss_bytes_per_document_added": _per_document(late),
         # What is not the data itself: queues, batches and caches must keep this flat.
         "rss_less_vectors_trend_mib_per_min": round(
             slope_per_min([(s.t_s, s.rss_mib - s.vectors_mib) for s in late]), 2
@@ -257,6 +263,13 @@ def _summary(
         "recall_p99_ms": round(percentile(counters.latencies_ms, 0.99), 2),
         "samples": [asdict(s) for s in samples],
     }
+
+
+def _per_document(samples: Sequence[Sample]) -> float:
+    if len(samples) < 2 or samples[-1].documents == samples[0].documents:
+        return 0.0
+    grown_mib = samples[-1].rss_mib - samples[0].rss_mib
+    return round(grown_mib * 2**20 / (samples[-1].documents - samples[0].documents), 1)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

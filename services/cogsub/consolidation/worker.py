@@ -113,7 +113,8 @@ class ConsolidationWorker:
                 if records:
                     await consumer.commit(records)
                 if scheduled is not None and scheduled.done():
-                    scheduled, finished = None, scheduled
+                    finished: asyncio.Task[None] = scheduled
+                    scheduled = None
                     finished.result()  # a round's bug stops the worker, as it would inline
                 if scheduled is None and time.monotonic() >= next_round:
                     # A round of a large bank takes seconds: extraction goes on meanwhile.
@@ -127,7 +128,7 @@ class ConsolidationWorker:
             await consumer.close()
 
     async def _scheduled_in_background(self) -> None:
-        """The scheduled rounds; a bank whose round met a backend that is down waits for the next."""
+        """The scheduled rounds; a bank whose backend is down waits for the next schedule."""
         banks, self._pending_banks = sorted(self._pending_banks), set()
         for at, bank in enumerate(banks):
             try:

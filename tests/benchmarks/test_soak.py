@@ -1,0 +1,26 @@
+"""The soak's summary arithmetic: trends per minute and memory per document added."""
+
+from __future__ import annotations
+
+from benchmarks.soak import Sample, _per_document, percentile, slope_per_min
+
+
+def _sample(t_s: float, rss_mib: float, documents: int) -> Sample:
+    return Sample(t_s, 0, 0, 0.0, 0, 0, rss_mib, 0.0, documents, 0, 0.0, 0.0)
+
+
+def test_slope_is_per_minute_and_flat_is_zero() -> None:
+    assert slope_per_min([(0, 10), (30, 20), (60, 30)]) == 20.0
+    assert slope_per_min([(0, 5), (60, 5), (120, 5)]) == 0.0
+    assert slope_per_min([(0, 5)]) == 0.0
+
+
+def test_memory_per_document_added_over_the_window() -> None:
+    window = [_sample(0, 100.0, 1_000), _sample(60, 101.0, 3_048), _sample(120, 102.0, 5_096)]
+    assert _per_document(window) == 512.0  # 2 MiB over 4,096 documents
+    assert _per_document([_sample(0, 100.0, 7), _sample(60, 140.0, 7)]) == 0.0  # none added
+
+
+def test_percentile_picks_from_the_sorted_values() -> None:
+    assert percentile([5.0, 1.0, 3.0, 2.0, 4.0], 0.5) == 3.0
+    assert percentile([], 0.99) == 0.0
