@@ -720,8 +720,7 @@ class SqliteMemoryIndex:
         with _transaction(conn, write=True):
             # One JSON parameter however long the list: no bound-parameter limit to chunk for.
             found: list[tuple[int, str]] = conn.execute(
-                "SELECT doc_id, event_id FROM documents"
-                f" WHERE {_BY_IDS_IN_BANK}",
+                f"SELECT doc_id, event_id FROM documents WHERE {_BY_IDS_IN_BANK}",
                 (bank_id, json.dumps(event_ids)),
             ).fetchall()
             if not found:
