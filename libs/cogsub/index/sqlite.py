@@ -58,12 +58,12 @@ from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from datetime import UTC, datetime, timedelta
-from typing import Any, TypeVar
+from typing import Annotated, Any, TypeVar
 
 import numpy as np
 import numpy.typing as npt
 import structlog
-from pydantic import ValidationError
+from pydantic import TypeAdapter, ValidationError
 from threadpoolctl import threadpool_limits
 
 from cogsub.core.documents import IndexDocument
@@ -151,10 +151,18 @@ _ABOVE = "d.ts_us >= ?"
 _MAX_REACH_US = 2**62
 _BELOW = "d.ts_us <= ?"
 _ROW_COLUMNS = "doc_id, event_id, bank_id, fact_type, ts_us, importance_score, tags, embedding"
+#: The document's own rule for decay_factor, for patches written in SQL.
+_DECAY_FACTOR: TypeAdapter[float] = TypeAdapter(
+    Annotated[float, *IndexDocument.model_fields["decay_factor"].metadata]
+)
 # Listed ids of one bank. The unary + keeps the planner on the unique event_id index: with
 # a bank-only index it walked the whole bank for an IN list, 46 ms against 1.6 ms for 300
 # ids in a bank of 23k (measured on a soak's index).
 _BY_IDS_IN_BANK = "+bank_id = ? AND event_id IN (SELECT value FROM json_each(?))"
+
+
+def _nothing(conn: sqlite3.Connection) -> None:
+    """A call that only makes the worker open its connection."""
 
 
 def _one_blas_thread() -> None:
@@ -417,6 +425,8 @@ class SqliteMemoryIndex:
         self._local = threading.local()
         self._read_conns: list[sqlite3.Connection] = []
         self._read_conns_lock = threading.Lock()
+        self._writer_opened = False
+        _one_blas_thread()
 
     @property
     def cached_vector_bytes(self) -> int:
@@ -441,11 +451,16 @@ class SqliteMemoryIndex:
             return fn(self._conn, *args)
 
     async def _read(self, fn: Callable[..., _T], *args: Any) -> _T:
-        """Run a read-only ``fn`` on the reader connection (the worker's, in memory)."""
+        """Run a read-only ``fn`` on a reader connection (the worker's, in memory)."""
         if self._reader is None:
             return await self._run(fn, *args)
         if self._closed:
             raise RuntimeError("this SqliteMemoryIndex is closed")
+        if not self._writer_opened:
+            # The writer switches a new file to WAL and creates the schema; switching
+            # the journal mode does not wait for busy_timeout, so readers open after it.
+            await self._run(_nothing)
+            self._writer_opened = True
         loop = asyncio.get_running_loop()
         return await loop.run_in_executor(self._reader, self._read_call, fn, args)
 
@@ -455,26 +470,33 @@ class SqliteMemoryIndex:
             if conn is None:
                 # _open creates the schema if missing, so a read may come first.
                 # Closed by close(), after the pool has stopped.
-                conn = self._open(cache_mib=_READER_CACHE_MIB, check_same_thread=False)
-                conn.execute("PRAGMA query_only = ON")
+                conn = self._open_reader()
                 self._local.conn = conn
                 with self._read_conns_lock:
                     self._read_conns.append(conn)
             return fn(conn, *args)
 
-    def _open(
-        self, *, cache_mib: int = _WRITER_CACHE_MIB, check_same_thread: bool = True
-    ) -> sqlite3.Connection:
-        conn = sqlite3.connect(
-            self._path, isolation_level=None, check_same_thread=check_same_thread
-        )
+    def _open_reader(self) -> sqlite3.Connection:
+        """A read-only connection to the file the writer has set up (WAL, schema)."""
+        conn = sqlite3.connect(self._path, isolation_level=None, check_same_thread=False)
+        try:
+            conn.execute(f"PRAGMA busy_timeout = {self._busy_timeout_ms}")
+            conn.execute(f"PRAGMA cache_size = -{_READER_CACHE_MIB * 1024}")
+            conn.execute("PRAGMA query_only = ON")
+        except BaseException:
+            conn.close()
+            raise
+        return conn
+
+    def _open(self) -> sqlite3.Connection:
+        conn = sqlite3.connect(self._path, isolation_level=None)
         try:
             conn.execute(f"PRAGMA busy_timeout = {self._busy_timeout_ms}")
             if self._path != ":memory:":
                 conn.execute("PRAGMA journal_mode = WAL")
                 # FULL: an acknowledged upsert survives power loss, not only a crash.
                 conn.execute("PRAGMA synchronous = FULL")
-            conn.execute(f"PRAGMA cache_size = -{cache_mib * 1024}")
+            conn.execute(f"PRAGMA cache_size = -{_WRITER_CACHE_MIB * 1024}")
             # ON, not FAST: a forget frees whole FTS segment pages (_purge_fts), and FAST
             # leaves pages moved to the freelist as they were, forgotten text included.
             conn.execute("PRAGMA secure_delete = ON")
@@ -622,7 +644,6 @@ class SqliteMemoryIndex:
                 return None
             if vectors is None:
                 began = time.perf_counter()
-                _one_blas_thread()
                 vectors = _Vectors(dimension, seq)
                 (total,) = conn.execute("SELECT count(*) FROM documents").fetchone()
                 vectors.reserve(total + total // 8)
@@ -682,23 +703,26 @@ class SqliteMemoryIndex:
     def _update_many(
         self, conn: sqlite3.Connection, bank_id: str, patches: dict[str, DocumentPatch]
     ) -> int:
+        decays = {i: p.decay_factor for i, p in patches.items() if _sets_only_decay(p)}
         with _transaction(conn, write=True):
             (seq,) = conn.execute("SELECT seq + 1 FROM index_state").fetchone()
+            decayed = _set_decay(conn, bank_id, decays, seq)
             patched = {
                 event_id: doc
                 for event_id, patch in patches.items()
-                if (doc := _patch_row(conn, bank_id, event_id, patch, seq)) is not None
+                if event_id not in decays
+                and (doc := _patch_row(conn, bank_id, event_id, patch, seq)) is not None
             }
-            if patched:
+            if patched or decayed:
                 conn.execute("UPDATE index_state SET seq = ?", (seq,))
 
         def apply(vectors: _Vectors) -> None:
             for event_id, doc in patched.items():
                 vectors.set_importance(event_id, doc.importance_score)
 
-        if patched:
+        if patched or decayed:
             self._after_write(seq, apply)
-        return len(patched)
+        return len(patched) + decayed
 
     async def delete(self, bank_id: str, event_id: str) -> bool:
         """Remove a document; ``True`` if it existed in ``bank_id``."""
@@ -1131,6 +1155,36 @@ def _filter_sql(filters: SearchFilters) -> tuple[str, list[Any]]:
         clauses.append("d.importance_score >= ?")
         params.append(filters.min_importance)
     return " AND ".join(clauses), params
+
+
+def _sets_only_decay(patch: DocumentPatch) -> bool:
+    factor = patch.decay_factor
+    return factor is not None and patch == DocumentPatch(decay_factor=factor)
+
+
+def _set_decay(
+    conn: sqlite3.Connection, bank_id: str, factors: dict[str, float | None], seq: int
+) -> int:
+    """Set ``decay_factor`` in the stored JSON, in SQL; how many of the bank's rows had one.
+
+    A round's decay patches every memory of a bank once an epoch. Done in Python,
+    each row is parsed, validated and written back: the pass over ~170k memories
+    took minutes of the one writer thread in the soak. Only this field changes, and
+    no cache holds it, so SQLite rewrites it in place.
+    """
+    if not factors:
+        return 0
+    try:
+        checked = {i: _DECAY_FACTOR.validate_python(f) for i, f in factors.items()}
+    except ValidationError as exc:
+        rule = exc.errors(include_url=False)[0]["msg"]
+        raise InvalidInputError([FieldProblem("decay_factor", rule)]) from None
+    cursor = conn.executemany(
+        "UPDATE documents SET body = json_set(body, '$.decay_factor', json(?)), seq = ?"
+        " WHERE +bank_id = ? AND event_id = ?",
+        [(json.dumps(factor), seq, bank_id, event_id) for event_id, factor in checked.items()],
+    )
+    return int(cursor.rowcount)
 
 
 def _patch_row(

@@ -77,6 +77,7 @@ class ConsolidationWorker:
         poll_timeout_s: float = 0.5,
         batch_size: int = 64,
         linger_s: float = 0.25,
+        stop_grace_s: float = 10.0,
         on_round: Callable[[ConsolidationReport], None] | None = None,
     ) -> None:
         self._bus = bus
@@ -87,8 +88,12 @@ class ConsolidationWorker:
         self._poll_timeout_s = poll_timeout_s
         self._batch_size = batch_size
         self._linger_s = linger_s
+        self._stop_grace_s = stop_grace_s
         self._on_round = on_round
         self._pending_banks: set[str] = set()
+        # One round of a bank at a time: a requested round and the scheduled one must
+        # not both decay the same epoch (each decays from the value it reads).
+        self._bank_rounds: dict[str, asyncio.Lock] = {}
 
     async def prepare(self) -> None:
         await self._bus.ensure_topics([*STAGE1_TOPICS, *CONSOLIDATION_TOPICS])
@@ -122,17 +127,32 @@ class ConsolidationWorker:
                     next_round = time.monotonic() + self._schedule_s
         finally:
             if scheduled is not None:
-                # Rounds are idempotent: the next one completes what this one began.
-                scheduled.cancel()
-                await asyncio.gather(scheduled, return_exceptions=True)
+                await self._finish_or_abandon(scheduled)
             await consumer.close()
+
+    async def _finish_or_abandon(self, scheduled: asyncio.Task[None]) -> None:
+        """Give a running round ``stop_grace_s`` to end, then cancel it.
+
+        A cancelled round is completed by a later one (its outputs have input-derived
+        ids), but a decay cut off mid-bank is applied again to the pages it did.
+        """
+        done, _ = await asyncio.wait({scheduled}, timeout=self._stop_grace_s)
+        if not done:
+            log.warning("consolidation_round_abandoned", grace_s=self._stop_grace_s)
+            scheduled.cancel()
+        try:
+            await scheduled
+        except asyncio.CancelledError:
+            pass
+        except Exception:
+            log.exception("consolidation_round_failed")
 
     async def _scheduled_in_background(self) -> None:
         """The scheduled rounds; a bank whose backend is down waits for the next schedule."""
         banks, self._pending_banks = sorted(self._pending_banks), set()
         for at, bank in enumerate(banks):
             try:
-                await self._round(bank)
+                await self.round_of(bank)
             except CogsubError as exc:
                 if not exc.retryable:
                     raise
@@ -163,7 +183,7 @@ class ConsolidationWorker:
     async def scheduled_round(self) -> list[ConsolidationReport]:
         """A round for each bank that received facts since the last scheduled round."""
         banks, self._pending_banks = sorted(self._pending_banks), set()
-        return [await self._round(bank) for bank in banks]
+        return [await self.round_of(bank) for bank in banks]
 
     async def _retrying(
         self, step: Callable[[], Awaitable[T]], stop: asyncio.Event, topic: str
@@ -207,10 +227,12 @@ class ConsolidationWorker:
         except InvalidInputError as exc:
             await self._dead_letter(record, "invalid", str(exc))
             return
-        await self._round(bank_id)
+        await self.round_of(bank_id)
 
-    async def _round(self, bank_id: str) -> ConsolidationReport:
-        report = await self._rounds.run(bank_id)
+    async def round_of(self, bank_id: str) -> ConsolidationReport:
+        """A round of ``bank_id`` now; rounds of one bank never overlap."""
+        async with self._bank_rounds.setdefault(bank_id, asyncio.Lock()):
+            report = await self._rounds.run(bank_id)
         if self._on_round is not None:
             self._on_round(report)
         return report

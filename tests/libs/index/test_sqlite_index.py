@@ -108,6 +108,35 @@ async def test_a_patch_out_of_range_is_invalid_and_changes_nothing(
     assert await index.get(unique_name, original.event_id) == original
 
 
+async def test_bulk_decay_is_written_in_sql_exactly_and_checked_first(
+    index: SqliteMemoryIndex, unique_name: str
+) -> None:
+    docs = [doc(unique_name, f"d{i}", retrieval_count=i) for i in range(3)]
+    await index.upsert(docs)
+    factor = 0.9**3  # 0.7290000000000001: the stored JSON must keep every digit
+    decays = {d.event_id: DocumentPatch(decay_factor=factor) for d in docs[:2]}
+    mixed = {**decays, docs[2].event_id: DocumentPatch(decay_factor=0.5, retrieval_count=9)}
+    assert await index.update_many(unique_name, mixed) == 3
+    first, second, third = [await index.get(unique_name, d.event_id) for d in docs]
+    assert first == docs[0].model_copy(update={"decay_factor": factor})
+    assert second == docs[1].model_copy(update={"decay_factor": factor})
+    assert third == docs[2].model_copy(update={"decay_factor": 0.5, "retrieval_count": 9})
+    reopened = SqliteMemoryIndex(index._path)  # what another process reads back
+    try:
+        assert await reopened.get(unique_name, docs[0].event_id) == first
+    finally:
+        await reopened.close()
+    bad = {
+        docs[0].event_id: DocumentPatch(decay_factor=0.2),
+        docs[1].event_id: DocumentPatch(decay_factor=1.5),
+    }
+    with pytest.raises(InvalidInputError) as raised:
+        await index.update_many(unique_name, bad)
+    assert raised.value.problems[0].field == "decay_factor"
+    assert await index.get(unique_name, docs[0].event_id) == first  # nothing applied
+    assert await index.update_many("another-bank", decays) == 0
+
+
 async def test_without_ensure_the_first_document_sets_the_dimension(
     path: Path, unique_name: str
 ) -> None:

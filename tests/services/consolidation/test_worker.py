@@ -178,6 +178,7 @@ async def test_scheduled_rounds_run_beside_extraction_and_stop_with_the_worker(
             group="consolidation-scheduled",
             schedule_s=0.05,
             poll_timeout_s=0.02,
+            stop_grace_s=0.3,
             on_round=reports.append,
         )
         stop = asyncio.Event()
@@ -221,6 +222,20 @@ async def test_scheduled_rounds_run_beside_extraction_and_stop_with_the_worker(
         await _until(held_again)  # a round that started after the gate closed: held
         stop.set()
         async with asyncio.timeout(10):
-            await task  # the held round is cancelled, not waited for
+            await task  # the held round is given its grace, then cancelled
         assert len(reports) < len(rounds.started)
         assert {r.bank_id for r in reports} == {BANK}
+
+
+async def test_rounds_of_one_bank_never_overlap(tmp_path: Path) -> None:
+    async with consolidation_stack(tmp_path) as stack:
+        rounds = GatedRounds(stack.rounds)
+        worker = ConsolidationWorker(bus=stack.bus, rounds=rounds, facts=None)  # type: ignore[arg-type]
+        first = asyncio.create_task(worker.round_of(BANK))
+        second = asyncio.create_task(worker.round_of(BANK))
+        other = asyncio.create_task(worker.round_of("other-bank"))
+        await asyncio.sleep(0.2)
+        assert sorted(rounds.started) == sorted([BANK, "other-bank"])  # the second waits
+        rounds.gate.set()
+        await asyncio.gather(first, second, other)
+        assert sorted(rounds.started) == sorted([BANK, BANK, "other-bank"])
