@@ -48,6 +48,7 @@ where readers and the writer never wait for each other; ``":memory:"`` keeps one
 from __future__ import annotations
 
 import asyncio
+import functools
 import json
 import os
 import sqlite3
@@ -165,13 +166,15 @@ def _nothing(conn: sqlite3.Connection) -> None:
     """A call that only makes the worker open its connection."""
 
 
+@functools.cache
 def _one_blas_thread() -> None:
     """Keep numpy's BLAS on the calling thread, for the whole process.
 
-    The matrix-vector product is memory-bound, so a second BLAS thread barely
-    shortens it (8.7 → 7.6 ms at 384 x 100k); but OpenBLAS's extra thread spins
-    between calls, and under a steady stream of searches it burned most of a core
-    (1.3 s of CPU against 0.07 s for 200 products of 8 x 150k, measured here).
+    The matrix-vector product is memory-bound: a second BLAS thread did not
+    shorten it here (11.1 ms against 8.7 ms at 384 x 100k), while OpenBLAS's extra
+    thread spins between calls and under a steady stream of searches burned most
+    of a core (1.3 s of CPU against 0.07 s for 200 products of 8 x 150k). Once per
+    process: the limit is process-wide.
     """
     threadpool_limits(limits=1, user_api="blas")
 
@@ -296,8 +299,8 @@ class _Vectors:
             self.facts[slot] = 0 if fact is None else _FACT_CODES[FactType(fact)]
             self.times[slot] = ts_us
             self.importance[slot] = importance
-            # Interned: a bank's documents share a few tags, and each string once is
-            # ~140 bytes per document less (tracemalloc, 20k documents).
+            # Interned: a bank's documents share a few tags, held once instead of per
+            # document (decoded, they took ~140 bytes a document: tracemalloc, 20k docs).
             self._tag(slot, tuple(sys.intern(tag) for tag in json.loads(tags)))
         matrix = np.frombuffer(b"".join(row[-1] for row in latest), dtype=np.float32)
         matrix = matrix.reshape(len(latest), self.dimension)
@@ -406,11 +409,10 @@ class SqliteMemoryIndex:
         self._path = os.fspath(path)
         self._busy_timeout_ms = int(busy_timeout_s * 1000)
         self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="cogsub-index")
-        # Lookups and text searches read on a connection of their own (WAL readers never
-        # wait for the writer): recall and extraction's lookups do not queue behind a
-        # write's sync, nor writes behind a search. A private in-memory database has
-        # one connection only, so there everything stays on the worker thread.
-        # Two of them, so a lookup does not wait for a slow text search to finish.
+        # Reads run on reader threads with connections of their own (WAL readers never
+        # wait for the writer), so lookups queue neither behind a write's sync nor, with
+        # two, behind one slow text search. A private in-memory database has one
+        # connection only, so there everything stays on the worker thread.
         self._reader = (
             None
             if self._path == ":memory:"
@@ -468,8 +470,8 @@ class SqliteMemoryIndex:
         with _sqlite_errors():
             conn: sqlite3.Connection | None = getattr(self._local, "conn", None)
             if conn is None:
-                # _open creates the schema if missing, so a read may come first.
-                # Closed by close(), after the pool has stopped.
+                # _read opened the writer first (WAL, schema); close() closes this
+                # connection after the pool has stopped.
                 conn = self._open_reader()
                 self._local.conn = conn
                 with self._read_conns_lock:
