@@ -15,6 +15,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import os
 import random
 import resource
 import sys
@@ -74,8 +75,20 @@ async def bare_embedder_rate(embedder: Embedder, texts: Sequence[str], batch: in
     return len(texts) / (time.perf_counter() - started)
 
 
-async def pipeline_rate(settings: Settings, events: list[dict[str, Any]]) -> dict[str, float]:
-    """Publish ``events`` (timed separately), then time the worker until all are indexed."""
+def process_cpu_s(pid: int) -> float:
+    """User + system CPU seconds a process (all its threads) has used, from ``/proc``."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+async def pipeline_rate(
+    settings: Settings, events: list[dict[str, Any]], servers: dict[str, int] | None = None
+) -> dict[str, float]:
+    """Publish ``events`` (timed separately), then time the worker until all are indexed.
+
+    ``servers`` (name → PID) adds each one's CPU seconds over the worker's run as
+    ``cpu_s_<name>``, so a result says where a shared machine's cores went.
+    """
     stack = open_stack(settings)
     try:
         await stack.prepare()
@@ -108,12 +121,20 @@ async def pipeline_rate(settings: Settings, events: list[dict[str, Any]]) -> dic
             if done >= len(events):
                 stop.set()
 
+        watched = servers or {}
+        cpu_before = {name: process_cpu_s(pid) for name, pid in watched.items()}
         before = resource.getrusage(resource.RUSAGE_SELF)
         started = time.perf_counter()
         await worker.run(stop, on_batch=count)
         ingest_s = time.perf_counter() - started
         after = resource.getrusage(resource.RUSAGE_SELF)
+        servers_cpu = {
+            f"cpu_s_{name}": process_cpu_s(pid) - cpu_before[name] for name, pid in watched.items()
+        }
         return {
+            **servers_cpu,
+            "cpu_s_worker": after.ru_utime - before.ru_utime + after.ru_stime - before.ru_stime,
+            "wall_s": ingest_s,
             "events_per_s": len(events) / ingest_s,
             "publish_per_s": len(events) / publish_s,
             # Where the worker's CPU went: the kernel share is mostly file creation.

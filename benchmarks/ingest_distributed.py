@@ -22,7 +22,7 @@ from typing import Any
 
 from aiokafka import AIOKafkaProducer
 
-from benchmarks.ingest import make_events, pipeline_rate
+from benchmarks.ingest import make_events, pipeline_rate, process_cpu_s
 from cogsub.archive.s3 import build_s3_client, s3_client_config
 from cogsub.runtime import Settings
 
@@ -44,13 +44,24 @@ def servers(workdir: Path) -> Iterator[dict[str, Any]]:
     with running(noida_server(workdir / "noida")) as kafka, osmem_process() as search:
         seaweed.start()
         try:
-            yield {"kafka": kafka.bootstrap, "s3": seaweed.endpoint, "opensearch": search.url}
+            assert kafka.process is not None and seaweed.pid is not None
+            pids = {"kafka": kafka.process.pid, "s3": seaweed.pid, "opensearch": search.pid}
+            yield {
+                "kafka": kafka.bootstrap,
+                "s3": seaweed.endpoint,
+                "opensearch": search.url,
+                "pids": pids,
+            }
         finally:
             seaweed.stop()
 
 
-def raw_s3_rate(endpoint: Any, bucket: str) -> float:
-    """Concurrent conditional puts through a client configured as the archive's own."""
+def raw_s3_rate(endpoint: Any, bucket: str, server_pid: int) -> dict[str, float]:
+    """Concurrent conditional puts through a client configured as the archive's own.
+
+    Also the CPU each put cost the client and the server, to set beside the
+    pipeline's per-event CPU: on one shared machine the rates follow those costs.
+    """
     client = build_s3_client(
         endpoint_url=endpoint.endpoint_url,
         config=s3_client_config(
@@ -69,11 +80,19 @@ def raw_s3_rate(endpoint: Any, bucket: str) -> float:
 
     with ThreadPoolExecutor(S3_THREADS) as pool:
         list(pool.map(put, range(50)))  # connections warm
+        server_before = process_cpu_s(server_pid)
+        client_before = time.process_time()
         started = time.perf_counter()
         list(pool.map(put, range(50, 50 + RAW_PUTS)))
         elapsed = time.perf_counter() - started
+        client_cpu_s = time.process_time() - client_before
+        server_cpu_s = process_cpu_s(server_pid) - server_before
     client.close()
-    return RAW_PUTS / elapsed
+    return {
+        "puts_per_s": RAW_PUTS / elapsed,
+        "client_cpu_ms_per_put": client_cpu_s * 1000 / RAW_PUTS,
+        "server_cpu_ms_per_put": server_cpu_s * 1000 / RAW_PUTS,
+    }
 
 
 async def raw_kafka_rate(bootstrap: str) -> float:
@@ -100,7 +119,10 @@ async def raw_kafka_rate(bootstrap: str) -> float:
 async def bench_distributed(count: int) -> list[dict[str, Any]]:
     with tempfile.TemporaryDirectory(prefix="cogsub-bench-") as tmp, servers(Path(tmp)) as up:
         s3 = up["s3"]
-        s3_rate = await asyncio.to_thread(raw_s3_rate, s3, f"raw-{uuid.uuid4().hex[:8]}")
+        raw_s3 = await asyncio.to_thread(
+            raw_s3_rate, s3, f"raw-{uuid.uuid4().hex[:8]}", up["pids"]["s3"]
+        )
+        s3_rate = raw_s3["puts_per_s"]
         kafka_rate = await raw_kafka_rate(up["kafka"])
         settings = Settings(
             backend="distributed",
@@ -115,7 +137,7 @@ async def bench_distributed(count: int) -> list[dict[str, Any]]:
             },
             opensearch={"url": up["opensearch"], "index": f"bench-{uuid.uuid4().hex[:8]}"},  # type: ignore[arg-type]
         )
-        measured = await pipeline_rate(settings, make_events(count))
+        measured = await pipeline_rate(settings, make_events(count), servers=up["pids"])
     slowest = min(s3_rate, kafka_rate)
     row = {
         "backend": "distributed",
@@ -124,7 +146,18 @@ async def bench_distributed(count: int) -> list[dict[str, Any]]:
         "pipeline_events_per_s": round(measured["events_per_s"], 1),
         "raw_s3_puts_per_s": round(s3_rate, 1),
         "raw_kafka_produce_per_s": round(kafka_rate, 1),
+        "raw_s3_client_cpu_ms_per_put": round(raw_s3["client_cpu_ms_per_put"], 2),
+        "raw_s3_server_cpu_ms_per_put": round(raw_s3["server_cpu_ms_per_put"], 2),
         "ratio_to_slowest": round(measured["events_per_s"] / slowest, 3),
+        # Where the cores went during the pipeline phase: CPU ms per event per process.
+        **{
+            f"{key.removeprefix('cpu_s_')}_cpu_ms_per_event": round(value * 1000 / count, 2)
+            for key, value in measured.items()
+            if key.startswith("cpu_s_")
+        },
+        "cores_busy": round(
+            sum(v for k, v in measured.items() if k.startswith("cpu_s_")) / measured["wall_s"], 2
+        ),
     }
     print(json.dumps(row), flush=True)
     return [row]

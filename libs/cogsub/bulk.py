@@ -2,7 +2,8 @@
 
 The ports stay small: ``ArchiveStore.put_once`` stores one object and
 ``EventBus.publish`` appends one record. An adapter may also offer
-``put_once_many`` / ``publish_many`` (the embedded ones do), which do a whole
+``put_once_many`` / ``publish_many`` (the filesystem and S3 archives and all three buses
+do), which do a whole
 batch's work in one thread hop and one durability step instead of one per
 item; on the hot path that is most of what the embedded stores cost.
 

@@ -14,7 +14,8 @@ from collections.abc import AsyncIterator, Callable
 import pytest
 
 from cogsub.archive.ports import ArchiveStore
-from cogsub.core.errors import NotFoundError, ObjectExistsError
+from cogsub.bulk import put_all
+from cogsub.core.errors import InvalidInputError, NotFoundError, ObjectExistsError
 
 ArchiveFactory = Callable[[], ArchiveStore]
 
@@ -88,6 +89,31 @@ class ArchiveStoreContract:
                 await archive.put_once(key, body)
             assert raised.value.key == key
         assert await archive.get(key) == b"original"
+
+    async def test_put_all_gives_each_object_its_own_outcome(
+        self, session: ArchiveSession, prefix: str
+    ) -> None:
+        # ``put_all`` takes the adapter's ``put_once_many`` where there is one.
+        archive = session.archive()
+        await archive.put_once(f"{prefix}/taken", b"first")
+        items = [(f"{prefix}/new/{i}.json", f'{{"i": {i}}}'.encode()) for i in range(40)] + [
+            (f"{prefix}/taken", b"second"),
+            ("", b"an empty key"),
+            (f"{prefix}/twice", b"one"),
+            (f"{prefix}/twice", b"two"),
+        ]
+        outcomes = await put_all(archive, items)
+
+        assert outcomes[:40] == [None] * 40
+        assert isinstance(outcomes[40], ObjectExistsError)
+        assert isinstance(outcomes[41], InvalidInputError)
+        assert outcomes[42] is None
+        assert isinstance(outcomes[43], ObjectExistsError)
+        for key, body in items[:40]:
+            assert await archive.get(key) == body
+        assert await archive.get(f"{prefix}/taken") == b"first"
+        assert await archive.get(f"{prefix}/twice") == b"one"
+        assert await put_all(archive, []) == []
 
     async def test_exists(self, session: ArchiveSession, prefix: str) -> None:
         archive = session.archive()

@@ -125,6 +125,49 @@ class EventBusContract:
             order = [int(r.value[1:]) for r in in_partition]
             assert order == sorted(order)
 
+    async def test_publish_many_appends_in_order_with_keys_and_headers(
+        self, session: BusSession, topic: str, group: str
+    ) -> None:
+        bus = await self._bus_with_topic(session, topic)
+        publish_many = getattr(type(bus), "publish_many", None)
+        if publish_many is None:
+            pytest.skip("this adapter publishes one record per call only")
+        records = [
+            (topic, f"v{i}".encode(), f"k{i % 3}".encode(), (("n", str(i).encode()),))
+            for i in range(60)
+        ]
+        published = await publish_many(bus, records)
+        assert [p.topic for p in published] == [topic] * 60
+        consumed = await self._consume(session.consumer(bus, [topic], group), 60)
+
+        by_value = {r.value: r for r in consumed}
+        for (_, value, key, headers), where in zip(records, published, strict=True):
+            record = by_value[value]
+            assert (record.partition, record.offset) == (where.partition, where.offset)
+            assert (record.key, record.headers) == (key, headers)
+        for key in (b"k0", b"k1", b"k2"):
+            # One key, one partition, in the order given.
+            same_key = [r for r in consumed if r.key == key]
+            assert len({r.partition for r in same_key}) == 1
+            order = [int(r.value[1:]) for r in sorted(same_key, key=lambda r: r.offset)]
+            assert order == sorted(order)
+        assert await publish_many(bus, []) == []
+
+    async def test_publish_many_naming_an_unknown_topic_appends_nothing(
+        self, session: BusSession, topic: str, group: str
+    ) -> None:
+        bus = await self._bus_with_topic(session, topic)
+        publish_many = getattr(type(bus), "publish_many", None)
+        if publish_many is None:
+            pytest.skip("this adapter publishes one record per call only")
+        with pytest.raises(NotFoundError):
+            await publish_many(
+                bus, [(topic, b"kept-out", None, None), (f"{topic}-missing", b"x", None, None)]
+            )
+        await bus.publish(topic, b"after")
+        consumed = await self._consume(session.consumer(bus, [topic], group), 1)
+        assert [r.value for r in consumed] == [b"after"]
+
     async def test_same_key_lands_on_same_partition(self, session: BusSession, topic: str) -> None:
         bus = await self._bus_with_topic(session, topic)
         for key in (b"alpha", b"beta", b"\x00\xff binary key"):

@@ -38,6 +38,7 @@ from aiokafka.admin import AIOKafkaAdminClient, NewTopic
 from cogsub.bus.kafka_group import coordination_failure, leave_abandoned_ids
 from cogsub.bus.ports import (
     Headers,
+    OutgoingRecord,
     PartitionOffsets,
     Published,
     Record,
@@ -263,20 +264,36 @@ class KafkaEventBus:
         ``delivery_timeout_ms``; the producer may still deliver that record later,
         so a retry can duplicate it (consumers are at-least-once anyway).
         """
-        raw_value, raw_key, record_headers = checked_record(value, key, headers)
-        await self.require_topics((topic,))
+        (published,) = await self.publish_many([(topic, value, key, headers)])
+        return published
+
+    async def publish_many(self, records: Sequence[OutgoingRecord]) -> list[Published]:
+        """Append ``(topic, value, key, headers)`` records with acks=all, in order.
+
+        Every record is checked before any is sent. They go to the producer one
+        after another (so records of one partition keep their order) and are
+        awaited together under one ``delivery_timeout_ms``: one timer and one task
+        for the batch rather than per record. Raises the first failure once every
+        delivery has settled; records that were acknowledged stay appended, so the
+        caller's retry can duplicate them, as with ``publish``.
+        """
+        checked = [
+            (topic, *checked_record(value, key, headers)) for topic, value, key, headers in records
+        ]
+        if not checked:
+            return []
+        await self.require_topics(sorted({topic for topic, *_ in checked}))
         producer = self._producer
         try:
             with kafka_errors():
-                meta = await asyncio.wait_for(
-                    self._deliver(producer, topic, raw_value, raw_key, list(record_headers)),
-                    self.settings.delivery_timeout_ms / 1000,
+                metas = await asyncio.wait_for(
+                    self._deliver_all(producer, checked), self.settings.delivery_timeout_ms / 1000
                 )
         except UnavailableError as exc:
             if isinstance(exc.__cause__, _PRODUCER_STATE_LOST):
                 await self._replace_producer(producer)
             raise
-        return Published(topic=meta.topic, partition=meta.partition, offset=meta.offset)
+        return [Published(topic=m.topic, partition=m.partition, offset=m.offset) for m in metas]
 
     async def _replace_producer(self, failed: Any) -> None:
         """Retire a producer the broker no longer accepts; the next publish starts a new one.
@@ -295,16 +312,18 @@ class KafkaEventBus:
         except CogsubError as exc:  # its unsent records fail; their publishes are retried
             log.warning("kafka_producer_stop_failed", error=str(exc))
 
-    async def _deliver(
-        self,
-        producer: Any,
-        topic: str,
-        value: bytes,
-        key: bytes | None,
-        headers: list[tuple[str, bytes]],
-    ) -> Any:
-        delivery = await producer.send(topic, value, key=key, headers=headers)
-        return await delivery
+    async def _deliver_all(
+        self, producer: Any, records: list[tuple[str, bytes, bytes | None, Headers]]
+    ) -> list[Any]:
+        deliveries = [
+            await producer.send(topic, value, key=key, headers=list(headers))
+            for topic, value, key, headers in records
+        ]
+        settled = await asyncio.gather(*deliveries, return_exceptions=True)
+        for outcome in settled:
+            if isinstance(outcome, BaseException):
+                raise outcome
+        return settled
 
     def consumer(self, topics: Sequence[str], *, group: str) -> KafkaConsumer:
         """A new member of ``group``; it connects and joins on its first ``poll``."""

@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from cogsub.bus.ports import (
     Consumer,
     Headers,
+    OutgoingRecord,
     PartitionOffsets,
     Published,
     Record,
@@ -35,8 +36,6 @@ from cogsub.core.errors import (
 from cogsub.core.topics import TopicSpec
 
 Slot = tuple[str, int]
-OutgoingRecord = tuple[str, bytes, bytes | None, Mapping[str, bytes] | Headers | None]
-"""``(topic, value, key, headers)`` of one record for ``publish_many``."""
 
 
 @dataclass

@@ -24,6 +24,8 @@ from cogsub.core.errors import FieldProblem, InvalidInputError
 from cogsub.core.topics import TopicSpec
 
 Headers = tuple[tuple[str, bytes], ...]
+OutgoingRecord = tuple[str, bytes, bytes | None, Mapping[str, bytes] | Headers | None]
+"""``(topic, value, key, headers)`` of one record for an adapter's ``publish_many``."""
 
 
 @dataclass(frozen=True)

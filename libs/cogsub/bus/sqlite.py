@@ -43,6 +43,7 @@ from typing import TypeVar
 from cogsub.bus.ports import (
     Consumer,
     Headers,
+    OutgoingRecord,
     PartitionOffsets,
     Published,
     Record,
@@ -63,8 +64,6 @@ from cogsub.core.topics import TopicSpec
 T = TypeVar("T")
 Slot = tuple[str, int]
 _Outcome = list[Published] | Exception
-OutgoingRecord = tuple[str, bytes, bytes | None, Mapping[str, bytes] | Headers | None]
-"""``(topic, value, key, headers)`` of one record for ``publish_many``."""
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS topics (name TEXT PRIMARY KEY, partitions INTEGER NOT NULL);

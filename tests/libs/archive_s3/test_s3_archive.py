@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import shutil
 import subprocess
 import time
@@ -109,6 +110,31 @@ def test_small_puts_skip_the_continue_handshake_large_ones_keep_it(s3_bucket: S3
         client.close()
     assert sent["small"] is None
     assert sent["large"] == b"100-continue"
+
+
+def test_a_put_is_covered_by_its_signed_body_hash_without_an_extra_checksum(
+    s3_bucket: S3Location,
+) -> None:
+    endpoint = s3_bucket.endpoint
+    client = build_s3_client(
+        endpoint_url=endpoint.endpoint_url,
+        config=s3_client_config(endpoint_url=endpoint.endpoint_url, region=endpoint.region),
+        access_key_id=endpoint.access_key_id,
+        secret_access_key=endpoint.secret_access_key,
+    )
+    sent: dict[str, Any] = {}
+    client.meta.events.register(
+        "before-send.s3.PutObject", lambda request, **_: sent.update(request.headers)
+    )
+    body = b'{"eventId": "signed"}' * 50
+    try:
+        client.put_object(
+            Bucket=s3_bucket.bucket, Key=f"{s3_bucket.prefix}signed", Body=body, IfNoneMatch="*"
+        )
+    finally:
+        client.close()
+    assert sent["X-Amz-Content-SHA256"] == hashlib.sha256(body).hexdigest().encode()
+    assert not [name for name in sent if name.lower().startswith("x-amz-checksum")]
 
 
 async def test_concurrent_put_once_on_one_key_has_exactly_one_winner(archive: S3Archive) -> None:
