@@ -2,10 +2,10 @@
 
 The ports stay small: ``ArchiveStore.put_once`` stores one object and
 ``EventBus.publish`` appends one record. An adapter may also offer
-``put_once_many`` / ``publish_many`` (the filesystem and S3 archives and all three buses
-do), which do a whole
-batch's work in one thread hop and one durability step instead of one per
-item; on the hot path that is most of what the embedded stores cost.
+``put_once_many`` / ``publish_many`` (the filesystem and S3 archives and all
+three buses do), which do a whole batch's work in one thread hop and one
+durability step instead of one per item; on the hot path that is most of what
+the embedded stores cost.
 
 The check looks at the adapter's class, not at the instance, so a wrapper that
 delegates unknown attributes (``__getattr__``) and overrides only the
