@@ -806,6 +806,26 @@ class MemoryIndexContract:
         assert [d.event_id for d in await index.scan(filters, size=5)] == [docs[1].event_id]
         assert await index.update_many(bank, {}) == 0
 
+    async def test_a_tag_patch_replaces_tags_under_a_prefix_and_keeps_other_signals(
+        self, index: MemoryIndex, bank: str, kind: SearchKind
+    ) -> None:
+        await self.filter_corpus(index, bank)
+        await self.search(index, kind, SearchFilters(bank_id=bank))  # warm any cache first
+        pref = f"{bank}-pref"
+        await index.update(bank, pref, DocumentPatch(decay_factor=0.5, retrieval_count=3))
+        recount = DocumentPatch(add_tags=("proof:2",), drop_tags_under=("proof:", "gre"))
+        assert await index.update_many(bank, {pref: recount}) == 1
+        again = DocumentPatch(add_tags=("proof:3",), drop_tags_under=("proof:",))
+        patched = await index.update(bank, pref, again)
+
+        stored = await index.get(bank, pref)
+        assert stored is not None and stored == patched
+        assert stored.tags == ["proof:3"]  # "green" went with the "gre" prefix the first time
+        assert (stored.decay_factor, stored.retrieval_count) == (0.5, 3)
+        assert await self.found(index, kind, bank, tags_any=frozenset({"proof:3"})) == {"pref"}
+        assert await self.found(index, kind, bank, tags_any=frozenset({"proof:2"})) == set()
+        assert await self.found(index, kind, bank, tags_any=frozenset({"green"})) == set()
+
     async def test_update_of_a_missing_document_raises_not_found(
         self, index: MemoryIndex, bank: str
     ) -> None:

@@ -315,11 +315,14 @@ class KafkaEventBus:
     async def _deliver_all(
         self, producer: Any, records: list[tuple[str, bytes, bytes | None, Headers]]
     ) -> list[Any]:
-        deliveries = [
-            await producer.send(topic, value, key=key, headers=list(headers))
-            for topic, value, key, headers in records
-        ]
-        settled = await asyncio.gather(*deliveries, return_exceptions=True)
+        deliveries = []
+        try:
+            for topic, value, key, headers in records:
+                deliveries.append(await producer.send(topic, value, key=key, headers=list(headers)))
+        finally:
+            # Records already handed over settle (their failures retrieved) even when
+            # a later send is refused; that refusal is what the caller then sees.
+            settled = await asyncio.gather(*deliveries, return_exceptions=True)
         for outcome in settled:
             if isinstance(outcome, BaseException):
                 raise outcome

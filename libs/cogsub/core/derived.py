@@ -88,6 +88,15 @@ def epoch_key(bank_id: str, epoch: int) -> str:
     return f"{CONSOLIDATION_PREFIX}{bank_id}/epochs/{epoch:08d}.json"
 
 
+def decay_pages_prefix(bank_id: str, epoch: int) -> str:
+    """Where an epoch's decay pass records each page it has finished, until it is done."""
+    return f"{CONSOLIDATION_PREFIX}{bank_id}/epochs/{epoch:08d}/pages/"
+
+
+def decay_page_key(bank_id: str, epoch: int, page: int) -> str:
+    return f"{decay_pages_prefix(bank_id, epoch)}{page:08d}.json"
+
+
 @dataclass(frozen=True)
 class DerivedMemory:
     """One memory a consolidation step wants to exist."""

@@ -272,7 +272,7 @@ class OpenSearchMemoryIndex:
             if found is None:
                 raise NotFoundError(f"no document {event_id!r} in bank {bank_id!r}")
             current, seq_no, primary_term = found
-            updated = queries.patched_document(current, patch)
+            updated = patch.applied_to(current)
             if updated == current:
                 return current
             try:

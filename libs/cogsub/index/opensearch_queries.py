@@ -24,12 +24,10 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
-from pydantic import ValidationError
-
 from cogsub.core.documents import EXPERIENCE_INDEX, IndexDocument
 from cogsub.core.errors import ConfigurationError, FieldProblem, InvalidInputError
 from cogsub.core.events import MAX_EMBEDDING_DIMENSION, format_timestamp
-from cogsub.index.ports import DocumentPatch, SearchFilters
+from cogsub.index.ports import SearchFilters
 
 Body = dict[str, Any]
 
@@ -363,30 +361,6 @@ def bulk_failures(response: Mapping[str, Any], *, offset: int = 0) -> list[BulkF
             BulkFailure(offset + position, int(result.get("status", 0)), error_type, reason)
         )
     return failures
-
-
-def patched_document(doc: IndexDocument, patch: DocumentPatch) -> IndexDocument:
-    """``doc`` with ``patch`` applied, validated (bounds included) like any new document.
-
-    Raises:
-        InvalidInputError: the result breaks a bound (importance above 1...).
-    """
-    changes: dict[str, Any] = {}
-    if patch.importance_score is not None:
-        changes["importance_score"] = patch.importance_score
-    if patch.decay_factor is not None:
-        changes["decay_factor"] = patch.decay_factor
-    count = patch.retrieval_count if patch.retrieval_count is not None else doc.retrieval_count
-    changes["retrieval_count"] = count + patch.retrieval_count_increment
-    try:
-        # model_copy would skip validation; the bounds matter here.
-        return IndexDocument.model_validate({**doc.model_dump(), **changes})
-    except ValidationError as exc:
-        problems = [
-            FieldProblem(".".join(str(part) for part in detail["loc"]), detail["msg"])
-            for detail in exc.errors(include_url=False)
-        ]
-        raise InvalidInputError(problems) from None
 
 
 def _text_clause(query: str, filters: SearchFilters, tag_terms: Sequence[str]) -> Body:

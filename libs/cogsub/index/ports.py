@@ -15,8 +15,10 @@ Contract every adapter keeps:
 - ``upsert`` of an ``event_id`` owned by another bank raises ``ConflictError``
   and writes nothing; a document embedding of the wrong length raises
   ``ConfigurationError``, a query vector of the wrong length ``InvalidInputError``.
-- ``update`` changes only the ranking signals named in the patch, atomically
-  against concurrent updates, and raises ``NotFoundError`` for a missing doc.
+- ``update`` changes only the ranking signals and tags named in the patch,
+  atomically against concurrent updates (a read-modify-write of the whole
+  document can lose another writer's change; a patch cannot), and raises
+  ``NotFoundError`` for a missing doc.
   ``update_many`` applies one patch per document of one bank, each as
   ``update`` would, skips ids the bank does not hold, and returns how many it
   found; it is the bulk form for background jobs (decay, retrieval counts). It
@@ -48,7 +50,11 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Protocol
 
+from pydantic import ValidationError
+
+from cogsub.core.derived import with_tags
 from cogsub.core.documents import IndexDocument
+from cogsub.core.errors import FieldProblem, InvalidInputError
 from cogsub.core.events import FactType
 
 
@@ -74,12 +80,45 @@ class Hit:
 
 @dataclass(frozen=True)
 class DocumentPatch:
-    """A partial update of ranking signals; ``None`` leaves a field alone."""
+    """A partial update of ranking signals and tags; ``None`` leaves a field alone.
+
+    Tags: those starting with any of ``drop_tags_under`` go, then ``add_tags``
+    are appended (as ``cogsub.core.derived.with_tags`` does), so a counter kept
+    as a tag (``proof:3``) is replaced without disturbing the other signals.
+    """
 
     importance_score: float | None = None
     decay_factor: float | None = None
     retrieval_count: int | None = None
     retrieval_count_increment: int = 0
+    add_tags: tuple[str, ...] = ()
+    drop_tags_under: tuple[str, ...] = ()
+
+    def applied_to(self, doc: IndexDocument) -> IndexDocument:
+        """``doc`` with this patch applied, validated (bounds included) like a new document.
+
+        Raises:
+            InvalidInputError: the result breaks a bound (importance above 1...).
+        """
+        data = doc.model_dump()
+        if self.importance_score is not None:
+            data["importance_score"] = self.importance_score
+        if self.decay_factor is not None:
+            data["decay_factor"] = self.decay_factor
+        if self.retrieval_count is not None:
+            data["retrieval_count"] = self.retrieval_count
+        data["retrieval_count"] += self.retrieval_count_increment
+        if self.add_tags or self.drop_tags_under:
+            data["tags"] = with_tags(doc, list(self.add_tags), replace=self.drop_tags_under).tags
+        try:
+            # model_copy would skip validation; the bounds matter here.
+            return IndexDocument.model_validate(data)
+        except ValidationError as exc:
+            problems = [
+                FieldProblem(".".join(str(part) for part in detail["loc"]), detail["msg"])
+                for detail in exc.errors(include_url=False)
+            ]
+            raise InvalidInputError(problems) from None
 
 
 class MemoryIndex(Protocol):

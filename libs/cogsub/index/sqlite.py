@@ -58,6 +58,7 @@ import time
 from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
+from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Annotated, Any, TypeVar
 
@@ -683,14 +684,12 @@ class SqliteMemoryIndex:
     ) -> IndexDocument:
         with _transaction(conn, write=True):
             (seq,) = conn.execute("SELECT seq + 1 FROM index_state").fetchone()
-            doc = _patch_row(conn, bank_id, event_id, patch, seq)
-            if doc is None:
+            patched = _patch_row(conn, bank_id, event_id, patch, seq)
+            if patched is None:
                 raise NotFoundError(f"no document {event_id} in bank {bank_id}")
             conn.execute("UPDATE index_state SET seq = ?", (seq,))
-        self._after_write(
-            seq, lambda vectors: vectors.set_importance(event_id, doc.importance_score)
-        )
-        return doc
+        self._after_write(seq, patched.apply)
+        return patched.doc
 
     async def update_many(self, bank_id: str, patches: Mapping[str, DocumentPatch]) -> int:
         """Apply each patch in one transaction (one sync); how many documents were found.
@@ -709,18 +708,18 @@ class SqliteMemoryIndex:
         with _transaction(conn, write=True):
             (seq,) = conn.execute("SELECT seq + 1 FROM index_state").fetchone()
             decayed = _set_decay(conn, bank_id, decays, seq)
-            patched = {
-                event_id: doc
+            patched = [
+                done
                 for event_id, patch in patches.items()
                 if event_id not in decays
-                and (doc := _patch_row(conn, bank_id, event_id, patch, seq)) is not None
-            }
+                and (done := _patch_row(conn, bank_id, event_id, patch, seq)) is not None
+            ]
             if patched or decayed:
                 conn.execute("UPDATE index_state SET seq = ?", (seq,))
 
         def apply(vectors: _Vectors) -> None:
-            for event_id, doc in patched.items():
-                vectors.set_importance(event_id, doc.importance_score)
+            for done in patched:
+                done.apply(vectors)
 
         if patched or decayed:
             self._after_write(seq, apply)
@@ -1189,10 +1188,28 @@ def _set_decay(
     return int(cursor.rowcount)
 
 
+@dataclass(frozen=True)
+class _Patched:
+    """A patched document, and its new vector-cache row when its tags changed."""
+
+    doc: IndexDocument
+    cache_row: tuple[Any, ...] | None
+
+    def apply(self, vectors: _Vectors) -> None:
+        if self.cache_row is not None:
+            vectors.put([self.cache_row])
+        else:
+            vectors.set_importance(self.doc.event_id, self.doc.importance_score)
+
+
 def _patch_row(
     conn: sqlite3.Connection, bank_id: str, event_id: str, patch: DocumentPatch, seq: int
-) -> IndexDocument | None:
-    """Patch one row inside the caller's write transaction; ``None`` if the bank lacks it."""
+) -> _Patched | None:
+    """Patch one row inside the caller's write transaction; ``None`` if the bank lacks it.
+
+    A change of tags rewrites the row as ``upsert`` does (tag column, text index,
+    cache); other signals rewrite only the importance column and the body.
+    """
     found = conn.execute(
         "SELECT doc_id, body, embedding FROM documents WHERE event_id = ? AND bank_id = ?",
         (event_id, bank_id),
@@ -1200,28 +1217,14 @@ def _patch_row(
     if found is None:
         return None
     doc_id, body, blob = found
-    doc = _patched(_document(body, blob), patch)
+    old = _document(body, blob)
+    doc = patch.applied_to(old)
+    if doc == old:
+        return _Patched(old, None)
+    if doc.tags != old.tags:
+        return _Patched(doc, _write(conn, doc, _timestamp_us(doc.timestamp), blob, seq))
     conn.execute(
         "UPDATE documents SET importance_score = ?, body = ?, seq = ? WHERE doc_id = ?",
         (doc.importance_score, doc.model_dump_json(exclude={"embedding"}), seq, doc_id),
     )
-    return doc
-
-
-def _patched(doc: IndexDocument, patch: DocumentPatch) -> IndexDocument:
-    data = doc.model_dump()
-    if patch.importance_score is not None:
-        data["importance_score"] = patch.importance_score
-    if patch.decay_factor is not None:
-        data["decay_factor"] = patch.decay_factor
-    if patch.retrieval_count is not None:
-        data["retrieval_count"] = patch.retrieval_count
-    data["retrieval_count"] += patch.retrieval_count_increment
-    try:
-        return IndexDocument.model_validate(data)
-    except ValidationError as exc:
-        problems = [
-            FieldProblem(".".join(str(part) for part in error["loc"]), error["msg"])
-            for error in exc.errors(include_url=False)
-        ]
-        raise InvalidInputError(problems) from None
+    return _Patched(doc, None)

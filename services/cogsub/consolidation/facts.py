@@ -31,15 +31,13 @@ from cogsub.core.derived import (
     derived_id,
     evidence_key,
     evidence_prefix,
-    with_tags,
 )
-from cogsub.core.documents import IndexDocument
 from cogsub.core.errors import CogsubError, FieldProblem, InvalidInputError, ObjectExistsError
 from cogsub.core.events import ArchivedEvent, EventType
 from cogsub.embeddings.ports import Embedder
 from cogsub.extraction.offline import extract_facts
 from cogsub.extraction.ports import ExtractedFact, ExtractionInput, FactExtractor
-from cogsub.index.ports import MemoryIndex, SearchFilters
+from cogsub.index.ports import DocumentPatch, MemoryIndex, SearchFilters
 
 log = structlog.get_logger("cogsub.consolidation")
 
@@ -256,11 +254,17 @@ class FactStage:
         async with self._merging:
             fresh = await self._evidence_all([(p.event, t, n) for p, t, n in wanted])
             touched = sorted({(p.bank_id, target) for p, target, _ in wanted})
-            # Side by side: each recount is a listing and a lookup, mostly waiting.
-            docs = await asyncio.gather(*(self._recounted(b, f) for b, f in touched))
-            changed = [doc for doc in docs if doc is not None]
-            if changed:
-                await self._index.upsert(changed)
+            # Side by side: each recount is an archive listing, mostly waiting.
+            counts = await asyncio.gather(*(self._proofs(b, f) for b, f in touched))
+            patches: dict[str, dict[str, DocumentPatch]] = {}
+            for (bank_id, fact_id), proofs in zip(touched, counts, strict=True):
+                # A patch, not a rewrite: a round's decay or reinforcement of the
+                # fact, written meanwhile, is kept.
+                patches.setdefault(bank_id, {})[fact_id] = DocumentPatch(
+                    add_tags=(f"{PROOF_TAG}{proofs}",), drop_tags_under=(PROOF_TAG,)
+                )
+            for bank_id, bank_patches in patches.items():
+                await self._index.update_many(bank_id, bank_patches)
         merged: dict[str, list[str]] = {}
         for (plan, target, _), new in zip(wanted, fresh, strict=True):
             if new:
@@ -281,10 +285,6 @@ class FactStage:
             fresh.append(outcome is None)
         return fresh
 
-    async def _recounted(self, bank_id: str, fact_id: str) -> IndexDocument | None:
-        """The fact's document with its proof count from the archive, if that changed it."""
-        proofs = len([k async for k in self._archive.list(evidence_prefix(bank_id, fact_id))])
-        doc = await self._index.get(bank_id, fact_id)
-        if doc is None or f"{PROOF_TAG}{proofs}" in doc.tags:
-            return None
-        return with_tags(doc, [f"{PROOF_TAG}{proofs}"], replace=(PROOF_TAG,))
+    async def _proofs(self, bank_id: str, fact_id: str) -> int:
+        """How many evidence objects the archive holds for the fact."""
+        return len([k async for k in self._archive.list(evidence_prefix(bank_id, fact_id))])

@@ -40,6 +40,8 @@ from cogsub.core.derived import (
     DerivedKind,
     DerivedMemory,
     consumed_key,
+    decay_page_key,
+    decay_pages_prefix,
     derived_event,
     derived_id,
     derived_key,
@@ -455,13 +457,19 @@ class ConsolidationRound:
     # -- decay -----------------------------------------------------------------------
 
     async def _decay(self, bank_id: str, progress: _Progress) -> None:
-        """One epoch of decay for the whole bank, at most once per epoch."""
+        """One epoch of decay for the whole bank, at most once per epoch.
+
+        Each finished page is recorded in the archive (with the cursor after it),
+        so a pass cut short (a stopping worker, a crash) resumes after its last
+        recorded page: at most one page, not the bank, is decayed twice. The page
+        records go once the epoch's marker is written.
+        """
         epoch = epoch_of(self._clock(), self.policy.epoch)
         begins = epoch_start(epoch, self.policy.epoch)
         marker = epoch_key(bank_id, epoch)
         if await self._archive.exists(marker):
             return
-        after: str | None = None
+        pages, after = await self._decay_resumes_after(bank_id, epoch)
         filters = SearchFilters(bank_id=bank_id)
         while page := await self._index.scan(filters, size=SCAN_PAGE, after=after):
             after = page[-1].event_id
@@ -476,8 +484,21 @@ class ConsolidationRound:
                     patches[doc.event_id] = DocumentPatch(decay_factor=factor)
             # A page at a time: one write (and one sync) per page, not one per memory.
             progress.decayed += await self._index.update_many(bank_id, patches)
+            pages.append(decay_page_key(bank_id, epoch, len(pages) + 1))
+            with contextlib.suppress(ObjectExistsError):  # a concurrent pass recorded it
+                await self._archive.put_once(pages[-1], json.dumps({"after": after}).encode())
         with contextlib.suppress(ObjectExistsError):  # another worker finished the same epoch
             await self._archive.put_once(marker, json.dumps({"epoch": epoch}).encode())
+        for key in pages:
+            await self._archive.delete(key)
+
+    async def _decay_resumes_after(self, bank_id: str, epoch: int) -> tuple[list[str], str | None]:
+        """The epoch's recorded pages, and the cursor after the last of them."""
+        pages = [key async for key in self._archive.list(decay_pages_prefix(bank_id, epoch))]
+        if not pages:
+            return [], None
+        record = json.loads(await self._archive.get(pages[-1]))
+        return pages, str(record["after"])
 
 
 def _structured(event: ArchivedEvent) -> dict[str, object]:

@@ -22,7 +22,7 @@ from cogsub.core.documents import IndexDocument
 from cogsub.core.errors import ConfigurationError, InvalidInputError
 from cogsub.core.events import FactType
 from cogsub.index import opensearch_queries as q
-from cogsub.index.ports import DocumentPatch, SearchFilters
+from cogsub.index.ports import SearchFilters
 
 GOLDEN = Path(__file__).parent / "golden"
 
@@ -327,34 +327,3 @@ def test_bulk_failures_reports_positions_with_offset() -> None:
         (503, 503, "error", True),
     ]
     assert failures[0].reason == "bad"
-
-
-# --- patches -------------------------------------------------------------------------------
-
-
-def test_patch_changes_only_named_signals() -> None:
-    doc = _doc("e1")
-    patched = q.patched_document(doc, DocumentPatch(importance_score=0.9, decay_factor=0.5))
-    assert patched == doc.model_copy(update={"importance_score": 0.9, "decay_factor": 0.5})
-    assert q.patched_document(doc, DocumentPatch()) == doc
-
-
-def test_patch_sets_then_increments_the_retrieval_count() -> None:
-    doc = _doc("e1").model_copy(update={"retrieval_count": 4})
-    assert q.patched_document(doc, DocumentPatch(retrieval_count_increment=3)).retrieval_count == 7
-    both = DocumentPatch(retrieval_count=10, retrieval_count_increment=1)
-    assert q.patched_document(doc, both).retrieval_count == 11
-
-
-@pytest.mark.parametrize(
-    ("patch", "field"),
-    [
-        (DocumentPatch(importance_score=1.5), "importance_score"),
-        (DocumentPatch(decay_factor=-0.1), "decay_factor"),
-        (DocumentPatch(retrieval_count_increment=-1), "retrieval_count"),
-    ],
-)
-def test_patch_out_of_bounds_is_invalid_input(patch: DocumentPatch, field: str) -> None:
-    with pytest.raises(InvalidInputError) as caught:
-        q.patched_document(_doc("e1"), patch)
-    assert [p.field for p in caught.value.problems] == [field]

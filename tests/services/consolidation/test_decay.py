@@ -2,14 +2,20 @@
 
 from __future__ import annotations
 
+import asyncio
+from collections.abc import Mapping
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
+from typing import Any, cast
 
 import pytest
 
+from cogsub.consolidation import round as round_module
 from cogsub.consolidation.decay import decayed, epoch_of, replay_order
-from cogsub.core.events import FactType
+from cogsub.core.derived import decay_pages_prefix
+from cogsub.core.events import FactType, format_timestamp
 from cogsub.core.memory import FeedbackRequest, FeedbackSignal, RetainRequest
+from cogsub.index.ports import DocumentPatch, MemoryIndex, SearchFilters
 from tests.services.consolidation.stack import NOW, consolidation_stack
 
 BANK = "decay"
@@ -80,3 +86,59 @@ async def test_one_epoch_of_decay_per_epoch_and_use_restores(tmp_path: Path) -> 
         assert await factor(old.memory_id) == 1.0
         record = await stack.service.get_memory(BANK, old.memory_id)
         assert record.text == "The staging cluster is in Frankfurt."  # the archive is untouched
+
+
+_UNRELATED = [
+    "The staging cluster is in Frankfurt.",
+    "Invoices are generated on the first Monday.",
+    "Priya owns the billing dashboards.",
+    "Backups rotate every fourteen days.",
+    "The mobile app ships on Thursdays.",
+    "Legal reviews contracts above ten thousand euros.",
+    "Coffee machines on floor three are broken.",
+]
+
+
+class _StopsAfterPages:
+    """The index, until ``pages`` pages of decay are written; then the pass is cut short."""
+
+    def __init__(self, index: MemoryIndex, pages: int) -> None:
+        self._index = index
+        self.pages_left = pages
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._index, name)
+
+    async def update_many(self, bank_id: str, patches: Mapping[str, DocumentPatch]) -> int:
+        if all(p == DocumentPatch(decay_factor=p.decay_factor) for p in patches.values()):
+            if self.pages_left == 0:
+                raise asyncio.CancelledError  # as a stopping worker cancels its round
+            self.pages_left -= 1
+        return await self._index.update_many(bank_id, patches)
+
+
+async def test_a_pass_cut_short_resumes_after_its_last_page_and_decays_each_memory_once(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(round_module, "SCAN_PAGE", 2)
+    async with consolidation_stack(tmp_path) as stack:
+        for text in _UNRELATED:
+            request = RetainRequest(
+                content=text, fact_type=FactType.WORLD, timestamp=NOW - timedelta(days=3), wait=True
+            )
+            await stack.service.retain(BANK, request)
+        await stack.rounds.run(BANK, decay=False)  # whatever else a round derives, first
+        cut = _StopsAfterPages(stack.index, pages=2)
+        with pytest.raises(asyncio.CancelledError):
+            await stack.round_over(cast(MemoryIndex, cut), stack.archive).run(BANK)
+        pages = decay_pages_prefix(BANK, epoch_of(NOW, stack.rounds.policy.epoch))
+        assert len([k async for k in stack.archive.list(pages)]) == 2
+
+        report = await stack.rounds.run(BANK)
+        docs = await stack.index.scan(SearchFilters(bank_id=BANK), size=100)
+        old = [d for d in docs if d.timestamp < format_timestamp(NOW - timedelta(days=1))]
+        assert len(old) >= len(_UNRELATED)
+        # Once each: the first two pages are not decayed again (0.81) on resuming.
+        assert [d.decay_factor for d in old] == [pytest.approx(0.9)] * len(old)
+        assert report.decayed == len(old) - 4  # two pages of two were done before the cut
+        assert [k async for k in stack.archive.list(pages)] == []  # gone once the epoch is done
