@@ -79,7 +79,14 @@ from cogsub.core.errors import (
 )
 from cogsub.core.events import FactType
 from cogsub.index.ports import DocumentPatch, Hit, SearchFilters
-from cogsub.index.text_query import fts5_match, fts5_stages, query_terms, quote_fts5
+from cogsub.index.text_query import (
+    fts5_match,
+    fts5_stages,
+    fts5_staging_pays,
+    fts5_weighty_terms,
+    query_terms,
+    quote_fts5,
+)
 
 __all__ = ["SqliteMemoryIndex"]
 
@@ -1091,7 +1098,12 @@ def _rank_text(
             for term in terms
         ]
         (total,) = conn.execute("SELECT count(*) FROM documents").fetchone()
-        stages = fts5_stages(terms, doc_freqs, total, budget=_STAGE_BUDGET)
+        terms, doc_freqs = fts5_weighty_terms(terms, doc_freqs, total, budget=_STAGE_BUDGET)
+        stages = (
+            fts5_stages(terms, doc_freqs, total, budget=_STAGE_BUDGET)
+            if fts5_staging_pays(doc_freqs)
+            else None
+        )
         if stages is not None:
             best: list[tuple[int, float]] = []
             for stage in stages:

@@ -20,7 +20,7 @@ from cogsub.core import (
     UnavailableError,
 )
 from cogsub.index import sqlite as sqlite_module
-from cogsub.index.ports import DocumentPatch, SearchFilters
+from cogsub.index.ports import DocumentPatch, Hit, SearchFilters
 from cogsub.index.sqlite import SqliteMemoryIndex
 from cogsub.index.text_query import Fts5Stage, fts5_stages
 from tests.contract.index_contract import BASE_TIME, angled_vector, axis, make_doc, unit_vector
@@ -343,6 +343,11 @@ async def test_staged_text_search_returns_what_the_full_query_returns(
         return stages
 
     monkeypatch.setattr(sqlite_module, "fts5_stages", recording_stages)
+    # Exactness of the stages alone: staged whenever over budget, no term left out.
+    monkeypatch.setattr(sqlite_module, "fts5_staging_pays", lambda doc_freqs: True)
+    monkeypatch.setattr(
+        sqlite_module, "fts5_weighty_terms", lambda terms, freqs, total, budget: (terms, freqs)
+    )
 
     async def results() -> list[list[tuple[str, float]]]:
         return [
@@ -360,6 +365,40 @@ async def test_staged_text_search_returns_what_the_full_query_returns(
     for got, expected in zip(staged, full, strict=True):
         assert [event for event, _ in got] == [event for event, _ in expected]
         assert [score for _, score in got] == pytest.approx([s for _, s in expected], rel=1e-9)
+
+
+async def test_a_term_in_half_the_documents_or_more_is_left_out_above_the_budget(
+    index: SqliteMemoryIndex, unique_name: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    rng = random.Random(8)
+    words = ["kiwi", "mango", "fig", "plum"]
+    docs = [
+        doc(
+            unique_name,
+            f"s{i}",
+            summary=" ".join(["service", *rng.sample(words, rng.randint(0, 2))]),
+        )
+        for i in range(300)
+    ]
+    await index.upsert(docs)
+    filters = SearchFilters(bank_id=unique_name)
+
+    async def top(query: str) -> list[Hit]:
+        return await index.search_text(query, filters, size=200)
+
+    monkeypatch.setattr(sqlite_module, "_STAGE_BUDGET", 10**9)
+    whole = await top("kiwi service fig")
+    monkeypatch.setattr(sqlite_module, "_STAGE_BUDGET", 50)
+    trimmed = await top("kiwi service fig")
+
+    holding = {d.event_id for d in docs if {"kiwi", "fig"} & set(d.summary.split())}
+    assert {hit.document.event_id for hit in trimmed} == holding
+    assert len(whole) == 200 > len(holding)  # the whole query pads with "service"-only rows
+    # The rows both return come in the same order, at scores within bm25's idf floor.
+    kept = [hit for hit in whole if hit.document.event_id in holding]
+    assert [h.document.event_id for h in trimmed] == [h.document.event_id for h in kept]
+    assert [h.score for h in trimmed] == pytest.approx([h.score for h in kept], abs=1e-5)
+    assert {h.document.event_id for h in await top("service")} <= {d.event_id for d in docs}
 
 
 async def test_blocking_work_runs_off_the_event_loop(path: Path, unique_name: str) -> None:

@@ -20,7 +20,9 @@ from cogsub.index.text_query import (
     fts5_match,
     fts5_match_expression,
     fts5_stages,
+    fts5_staging_pays,
     fts5_term_bound,
+    fts5_weighty_terms,
     iter_words,
     join_terms,
     query_terms,
@@ -247,6 +249,40 @@ def test_fts5_stages_go_rarest_first_and_exclude_rarer_terms() -> None:
     bounds = [stage.rest_bound for stage in stages]
     common, mid = fts5_term_bound(900, 1000), fts5_term_bound(40, 1000)
     assert bounds == [pytest.approx(common + mid), pytest.approx(common), 0.0]
+
+
+def test_weighty_terms_leave_out_terms_at_the_idf_floor_above_the_budget() -> None:
+    terms, freqs = ["common", "rare", "half", "mid"], [900, 3, 500, 40]
+    assert fts5_weighty_terms(terms, freqs, 1000, budget=100) == (["rare", "mid"], [3, 40])
+    assert fts5_weighty_terms(terms, freqs, 1000, budget=5000) == (terms, freqs)  # cheap anyway
+    everywhere = (["a", "b"], [700, 999])
+    assert fts5_weighty_terms(*everywhere, 1000, budget=10) == everywhere  # nothing rarer left
+    with pytest.raises(ValueError):
+        fts5_weighty_terms(["a"], [1, 2], 10, budget=1)
+
+
+@given(
+    freqs=st.lists(st.integers(min_value=0, max_value=1000), min_size=1, max_size=6),
+    budget=st.integers(min_value=0, max_value=3000),
+)
+def test_weighty_terms_keep_order_and_drop_only_floored_terms(
+    freqs: list[int], budget: int
+) -> None:
+    terms = [f"t{i}" for i in range(len(freqs))]
+    kept, kept_freqs = fts5_weighty_terms(terms, freqs, 1000, budget=budget)
+    assert kept and kept == [t for t in terms if t in kept]  # a subsequence, never empty
+    assert kept_freqs == [freqs[terms.index(t)] for t in kept]
+    dropped = [freqs[terms.index(t)] for t in terms if t not in kept]
+    assert all(fts5_idf(f, 1000) == 1e-6 for f in dropped)
+    assert not dropped or sum(freqs) > budget
+
+
+def test_staging_pays_only_when_the_rarest_term_is_much_rarer() -> None:
+    assert fts5_staging_pays([3, 40, 900])
+    assert fts5_staging_pays([80_426, 80_426, 188_541])
+    assert not fts5_staging_pays([97_782, 163_207, 97_782])  # similar: the bound never cuts
+    assert not fts5_staging_pays([5000, 0])  # one term left
+    assert not fts5_staging_pays([])
 
 
 def test_fts5_stages_check_their_arguments() -> None:
