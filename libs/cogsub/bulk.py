@@ -1,11 +1,12 @@
 """Batch forms of two port calls: used where the adapter offers them, item by item elsewhere.
 
-The ports stay small: ``ArchiveStore.put_once`` stores one object and
-``EventBus.publish`` appends one record. An adapter may also offer
-``put_once_many`` / ``publish_many`` (the filesystem and S3 archives and all
-three buses do), which do a whole batch's work in one thread hop and one
-durability step instead of one per item; on the hot path that is most of what
-the embedded stores cost.
+The ports stay small: ``ArchiveStore.put_once`` stores one object,
+``EventBus.publish`` appends one record and ``MemoryIndex.update_many`` patches
+one bank. An adapter may also offer ``put_once_many`` / ``publish_many`` (the
+filesystem and S3 archives and all three buses do) or ``update_across`` (the
+SQLite index), which do a whole batch's work in one thread hop and one
+durability step instead of one per item or bank; on the hot path that is most
+of what the embedded stores cost.
 
 The check looks at the adapter's class, not at the instance, so a wrapper that
 delegates unknown attributes (``__getattr__``) and overrides only the
@@ -16,12 +17,13 @@ item and still sees every call.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any
 
 from cogsub.archive.ports import ArchiveStore
 from cogsub.bus.ports import EventBus, Headers
 from cogsub.core.errors import CogsubError
+from cogsub.index.ports import DocumentPatch, MemoryIndex
 
 ArchiveItem = tuple[str, bytes]
 """``(key, body)`` of one object to store once."""
@@ -76,3 +78,15 @@ async def publish_all(bus: EventBus, records: Sequence[Outgoing]) -> None:
             for topic, value, key, headers in records
         )
     )
+
+
+async def update_all(index: MemoryIndex, patches: Mapping[str, Mapping[str, DocumentPatch]]) -> int:
+    """``update_many`` for each bank (bank → id → patch); how many documents were found."""
+    bulk = _bulk(index, "update_across")
+    if bulk is not None:
+        return int(await bulk(patches))
+    found = 0
+    for bank_id, bank_patches in patches.items():
+        if bank_patches:
+            found += await index.update_many(bank_id, bank_patches)
+    return found

@@ -29,6 +29,7 @@ from typing import Any, Literal
 import numpy as np
 import pytest
 
+from cogsub.bulk import update_all
 from cogsub.core import ConfigurationError, ConflictError, FactType, IndexDocument, NotFoundError
 from cogsub.core.errors import InvalidInputError
 from cogsub.index.ports import DocumentPatch, Hit, MemoryIndex, SearchFilters
@@ -805,6 +806,27 @@ class MemoryIndexContract:
         filters = SearchFilters(bank_id=bank, min_importance=0.8)
         assert [d.event_id for d in await index.scan(filters, size=5)] == [docs[1].event_id]
         assert await index.update_many(bank, {}) == 0
+
+    async def test_update_all_patches_several_banks_and_none_crosses_over(
+        self, index: MemoryIndex, bank: str, other_bank: str
+    ) -> None:
+        # ``update_all`` takes the adapter's ``update_across`` where there is one.
+        ours, theirs = self.doc(bank, "m"), self.doc(other_bank, "m2")
+        await index.upsert([ours, theirs])
+        patches = {
+            bank: {
+                ours.event_id: DocumentPatch(add_tags=("proof:2",)),
+                theirs.event_id: DocumentPatch(decay_factor=0.1),  # another bank's: left alone
+            },
+            other_bank: {theirs.event_id: DocumentPatch(decay_factor=0.5)},
+            f"{bank}-empty": {},
+        }
+        assert await update_all(index, patches) == 2  # the cross-bank id is skipped
+        mine = await index.get(bank, ours.event_id)
+        other = await index.get(other_bank, theirs.event_id)
+        assert mine is not None and mine.tags == [*ours.tags, "proof:2"]
+        assert other is not None and other.decay_factor == 0.5
+        assert await update_all(index, {}) == 0
 
     async def test_a_tag_patch_replaces_tags_under_a_prefix_and_keeps_other_signals(
         self, index: MemoryIndex, bank: str, kind: SearchKind

@@ -704,23 +704,35 @@ class SqliteMemoryIndex:
         Raises:
             InvalidInputError: a patch would put a field out of its range (nothing applied).
         """
-        if not patches:
-            return 0
-        return await self._run(self._update_many, bank_id, dict(patches))
+        return await self.update_across({bank_id: patches})
 
-    def _update_many(
-        self, conn: sqlite3.Connection, bank_id: str, patches: dict[str, DocumentPatch]
+    async def update_across(self, patches: Mapping[str, Mapping[str, DocumentPatch]]) -> int:
+        """``update_many`` for several banks (bank → id → patch) in one transaction.
+
+        An extraction batch patches facts of every bank it touched; one sync for
+        all of them instead of one per bank (see ``cogsub.bulk.update_all``).
+        """
+        by_bank = {bank: dict(bank_patches) for bank, bank_patches in patches.items()}
+        if not any(by_bank.values()):
+            return 0
+        return await self._run(self._update_across, by_bank)
+
+    def _update_across(
+        self, conn: sqlite3.Connection, by_bank: dict[str, dict[str, DocumentPatch]]
     ) -> int:
-        decays = {i: p.decay_factor for i, p in patches.items() if _sets_only_decay(p)}
+        patched: list[_Patched] = []
+        decayed = 0
         with _transaction(conn, write=True):
             (seq,) = conn.execute("SELECT seq + 1 FROM index_state").fetchone()
-            decayed = _set_decay(conn, bank_id, decays, seq)
-            patched = [
-                done
-                for event_id, patch in patches.items()
-                if event_id not in decays
-                and (done := _patch_row(conn, bank_id, event_id, patch, seq)) is not None
-            ]
+            for bank_id, patches in by_bank.items():
+                decays = {i: p.decay_factor for i, p in patches.items() if _sets_only_decay(p)}
+                decayed += _set_decay(conn, bank_id, decays, seq)
+                patched += [
+                    done
+                    for event_id, patch in patches.items()
+                    if event_id not in decays
+                    and (done := _patch_row(conn, bank_id, event_id, patch, seq)) is not None
+                ]
             if patched or decayed:
                 conn.execute("UPDATE index_state SET seq = ?", (seq,))
 

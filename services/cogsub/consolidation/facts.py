@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 import structlog
 
 from cogsub.archive.ports import ArchiveStore
-from cogsub.bulk import put_all
+from cogsub.bulk import put_all, update_all
 from cogsub.consolidation.similarity import content_words, similarity
 from cogsub.consolidation.writer import DerivedWriter
 from cogsub.core.derived import (
@@ -263,8 +263,7 @@ class FactStage:
                 patches.setdefault(bank_id, {})[fact_id] = DocumentPatch(
                     add_tags=(f"{PROOF_TAG}{proofs}",), drop_tags_under=(PROOF_TAG,)
                 )
-            for bank_id, bank_patches in patches.items():
-                await self._index.update_many(bank_id, bank_patches)
+            await update_all(self._index, patches)
         merged: dict[str, list[str]] = {}
         for (plan, target, _), new in zip(wanted, fresh, strict=True):
             if new:
