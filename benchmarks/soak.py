@@ -170,7 +170,7 @@ async def soak(args: argparse.Namespace) -> dict[str, Any]:
             ]
             maximum = await calibrate(running, counters, args.calibrate)
             counters.latencies_ms.clear()
-            rate = args.load * maximum
+            rate = args.rate or args.load * maximum
             print(
                 f"calibrated maximum {maximum:.0f} events/s (with {args.clients} recall clients); "
                 f"soaking at {rate:.0f} events/s for {args.duration:.0f} s",
@@ -277,6 +277,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--duration", type=float, default=180.0, help="soak seconds")
     parser.add_argument("--load", type=float, default=0.8, help="share of the calibrated max")
     parser.add_argument("--calibrate", type=int, default=5_000, help="events in the burst")
+    parser.add_argument(
+        "--rate",
+        type=float,
+        help="soak at this many events/s instead of --load × the calibrated max (which is "
+        "still measured and reported): two trees compared at one rate",
+    )
     parser.add_argument("--clients", type=int, default=2, help="concurrent recall clients")
     parser.add_argument("--think-s", type=float, default=0.1, help="pause between recalls")
     parser.add_argument("--every", type=float, default=10.0, help="seconds between samples")
