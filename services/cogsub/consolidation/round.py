@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
@@ -64,6 +65,8 @@ from cogsub.index.ports import DocumentPatch, MemoryIndex, SearchFilters
 log = structlog.get_logger("cogsub.consolidation")
 
 SCAN_PAGE = 500
+#: Seconds between a decay pass's records of where it is (see ``ConsolidationRound._decay``).
+DECAY_RECORD_EVERY_S = 5.0
 
 
 @dataclass(frozen=True)
@@ -459,10 +462,13 @@ class ConsolidationRound:
     async def _decay(self, bank_id: str, progress: _Progress) -> None:
         """One epoch of decay for the whole bank, at most once per epoch.
 
-        Each finished page is recorded in the archive (with the cursor after it),
-        so a pass cut short (a stopping worker, a crash) resumes after its last
-        recorded page: at most one page, not the bank, is decayed twice. The page
-        records go once the epoch's marker is written.
+        Every ``DECAY_RECORD_EVERY_S`` the pass records where it is in the
+        archive (the cursor after its last finished page), so a pass cut short (a
+        stopping worker, a crash) resumes there: only the pages since the last
+        record, not the bank, are decayed twice. Not every page: each record is
+        a durable archive write, and under load the syncs of one per page made a
+        round's decay outlast the next schedule. The records go once the epoch's
+        marker is written.
         """
         epoch = epoch_of(self._clock(), self.policy.epoch)
         begins = epoch_start(epoch, self.policy.epoch)
@@ -471,6 +477,7 @@ class ConsolidationRound:
             return
         pages, after = await self._decay_resumes_after(bank_id, epoch)
         filters = SearchFilters(bank_id=bank_id)
+        recorded_at = time.monotonic()
         while page := await self._index.scan(filters, size=SCAN_PAGE, after=after):
             after = page[-1].event_id
             patches: dict[str, DocumentPatch] = {}
@@ -484,9 +491,11 @@ class ConsolidationRound:
                     patches[doc.event_id] = DocumentPatch(decay_factor=factor)
             # A page at a time: one write (and one sync) per page, not one per memory.
             progress.decayed += await self._index.update_many(bank_id, patches)
-            pages.append(decay_page_key(bank_id, epoch, len(pages) + 1))
-            with contextlib.suppress(ObjectExistsError):  # a concurrent pass recorded it
-                await self._archive.put_once(pages[-1], json.dumps({"after": after}).encode())
+            if time.monotonic() - recorded_at >= DECAY_RECORD_EVERY_S:
+                pages.append(decay_page_key(bank_id, epoch, len(pages) + 1))
+                with contextlib.suppress(ObjectExistsError):  # a concurrent pass recorded it
+                    await self._archive.put_once(pages[-1], json.dumps({"after": after}).encode())
+                recorded_at = time.monotonic()
         with contextlib.suppress(ObjectExistsError):  # another worker finished the same epoch
             await self._archive.put_once(marker, json.dumps({"epoch": epoch}).encode())
         for key in pages:

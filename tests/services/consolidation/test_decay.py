@@ -121,6 +121,7 @@ async def test_a_pass_cut_short_resumes_after_its_last_page_and_decays_each_memo
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setattr(round_module, "SCAN_PAGE", 2)
+    monkeypatch.setattr(round_module, "DECAY_RECORD_EVERY_S", 0.0)  # a record after every page
     async with consolidation_stack(tmp_path) as stack:
         for text in _UNRELATED:
             request = RetainRequest(
