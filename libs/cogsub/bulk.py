@@ -1,4 +1,4 @@
-"""Batch forms of two port calls: used where the adapter offers them, item by item elsewhere.
+"""Batch forms of three port calls: used where the adapter offers them, one by one elsewhere.
 
 The ports stay small: ``ArchiveStore.put_once`` stores one object,
 ``EventBus.publish`` appends one record and ``MemoryIndex.update_many`` patches
