@@ -222,8 +222,8 @@ def fts5_staging_pays(doc_freqs: Sequence[int]) -> bool:
     Stages are exact whatever the frequencies; they only pay when the rows
     holding a rare term can outscore everything the commoner terms could add.
     With terms of similar frequency that bound is never met: on 487k documents
-    whose query terms each match ~20 % of them, the stages cost 144–256 ms a
-    query against 119–179 ms for one query, with the same results.
+    whose query terms each match ~20 % of them, the stages cost 113–256 ms a
+    query against 119–179 ms for one query (five queries), with the same results.
     """
     present = [freq for freq in doc_freqs if freq]
     return len(present) > 1 and max(present) >= FTS5_STAGING_SPREAD * min(present)

@@ -134,7 +134,8 @@ class ConsolidationWorker:
         """Give a running round ``stop_grace_s`` to end, then cancel it.
 
         A cancelled round is completed by a later one (its outputs have input-derived
-        ids), but a decay cut off mid-bank is applied again to the pages it did.
+        ids); a decay cut off mid-bank resumes at its last record of where it was, so
+        only the pages since that record are decayed again.
         """
         done, _ = await asyncio.wait({scheduled}, timeout=self._stop_grace_s)
         if not done:

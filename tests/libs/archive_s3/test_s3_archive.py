@@ -49,6 +49,16 @@ def _archive(
     )
 
 
+def _archive_client(endpoint: S3Endpoint) -> Any:
+    """A boto3 client configured as the archive's own (what goes on the wire is the archive's)."""
+    return build_s3_client(
+        endpoint_url=endpoint.endpoint_url,
+        config=s3_client_config(endpoint_url=endpoint.endpoint_url, region=endpoint.region),
+        access_key_id=endpoint.access_key_id,
+        secret_access_key=endpoint.secret_access_key,
+    )
+
+
 @pytest.fixture
 async def archive(s3_bucket: S3Location) -> AsyncIterator[S3Archive]:
     store = _archive(s3_bucket.endpoint, s3_bucket.bucket, s3_bucket.prefix)
@@ -82,13 +92,7 @@ async def test_second_conditional_put_is_refused_and_original_kept(
 
 
 def test_small_puts_skip_the_continue_handshake_large_ones_keep_it(s3_bucket: S3Location) -> None:
-    endpoint = s3_bucket.endpoint
-    client = build_s3_client(
-        endpoint_url=endpoint.endpoint_url,
-        config=s3_client_config(endpoint_url=endpoint.endpoint_url, region=endpoint.region),
-        access_key_id=endpoint.access_key_id,
-        secret_access_key=endpoint.secret_access_key,
-    )
+    client = _archive_client(s3_bucket.endpoint)
     sent: dict[str, bytes | None] = {}
 
     def record(request: Any, **_: Any) -> None:  # after signing: what goes on the wire
@@ -115,13 +119,7 @@ def test_small_puts_skip_the_continue_handshake_large_ones_keep_it(s3_bucket: S3
 def test_a_put_is_covered_by_its_signed_body_hash_without_an_extra_checksum(
     s3_bucket: S3Location,
 ) -> None:
-    endpoint = s3_bucket.endpoint
-    client = build_s3_client(
-        endpoint_url=endpoint.endpoint_url,
-        config=s3_client_config(endpoint_url=endpoint.endpoint_url, region=endpoint.region),
-        access_key_id=endpoint.access_key_id,
-        secret_access_key=endpoint.secret_access_key,
-    )
+    client = _archive_client(s3_bucket.endpoint)
     sent: dict[str, Any] = {}
     client.meta.events.register(
         "before-send.s3.PutObject", lambda request, **_: sent.update(request.headers)
