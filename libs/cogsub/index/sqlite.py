@@ -9,13 +9,15 @@ Storage (one file, or ``":memory:"`` for the in-process fake):
   the write transaction that last touched the row. An explicit integer
   ``doc_id`` is the rowid because ``VACUUM`` may renumber implicit rowids, and
   the FTS table refers to rows by rowid.
-- ``documents_fts``: FTS5 over ``summary`` and ``tags`` (porter stemming,
-  unicode61, diacritics removed), written in the same transaction as the row.
+- ``text_N``: FTS5 over ``summary`` and ``tags`` (porter stemming, unicode61,
+  diacritics removed), written in the same transaction as the row; a table per
+  bank (``text_tables`` says which), shared in turn past ``_TEXT_TABLES`` banks.
 - ``tombstones``: ``event_id`` and ``seq`` of deleted rows, so that other
   connections can catch up incrementally.
 
 Text search ORs the quoted query terms (:mod:`cogsub.index.text_query`) and
-ranks by FTS5's ``bm25()``, negated so that higher is better. Because bm25()
+ranks by FTS5's ``bm25()`` over the bank's table, negated so that higher is
+better; a search reads no other bank's postings. Because bm25()
 costs about a microsecond per matching row, a query whose terms match many rows
 is answered in stages, rarest term first, stopping as soon as a score bound
 proves the rows not reached yet cannot enter the top k (``fts5_stages``); the
@@ -30,7 +32,7 @@ instance's own writes, and caught up from ``seq`` when ``PRAGMA data_version``
 shows that another connection or process committed.
 
 Deleting erases: ``secure_delete`` zeroes what a delete frees, every
-``delete_many`` merges the FTS index so the deleted rows' terms leave it too
+``delete_many`` merges the bank's FTS table so the deleted rows' terms leave it too
 (an FTS5 delete otherwise only appends a marker), and then truncates the WAL,
 so a forgotten memory's text is readable in none of the files.
 
@@ -93,9 +95,13 @@ __all__ = ["SqliteMemoryIndex"]
 _T = TypeVar("_T")
 _log = structlog.get_logger(__name__)
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 #: BM25 column weights (summary, tags): tags are short, so full weight would let them dominate.
-_BM25 = "bm25(documents_fts, 1.0, 0.5)"
+_BM25_WEIGHTS = "1.0, 0.5"
+_TEXT_COLUMNS = "summary, tags, tokenize = 'porter unicode61 remove_diacritics 2'"
+#: FTS5 tables for text: one per bank up to this many banks, which later banks then share
+#: (each table is six in the schema, which every connection parses when it opens).
+_TEXT_TABLES = 64
 #: Matching rows (bm25() costs ~1 us each) above which a query is answered in stages.
 _STAGE_BUDGET = 5_000
 _LOAD_CHUNK = 4096
@@ -146,9 +152,12 @@ CREATE TABLE IF NOT EXISTS tombstones (
     seq INTEGER NOT NULL
 ) WITHOUT ROWID;
 CREATE INDEX IF NOT EXISTS tombstones_by_seq ON tombstones (seq);
-CREATE VIRTUAL TABLE IF NOT EXISTS documents_fts USING fts5(
-    summary, tags, tokenize = 'porter unicode61 remove_diacritics 2'
-);
+-- Which FTS5 table (``text_N``) holds a bank's rows; the tables are made as banks appear.
+CREATE TABLE IF NOT EXISTS text_tables (
+    bank_id TEXT PRIMARY KEY,
+    text_table INTEGER NOT NULL
+) WITHOUT ROWID;
+CREATE INDEX IF NOT EXISTS text_tables_by_table ON text_tables (text_table);
 PRAGMA user_version = {SCHEMA_VERSION};
 """
 
@@ -516,6 +525,7 @@ class SqliteMemoryIndex:
                     f"index schema version {version} is newer than this code ({SCHEMA_VERSION})"
                 )
             conn.executescript(f"BEGIN IMMEDIATE;{_SCHEMA}COMMIT;")
+            _split_text_by_bank(conn)
         except BaseException:
             conn.close()
             raise
@@ -608,7 +618,7 @@ class SqliteMemoryIndex:
     ) -> list[Hit]:
         with _transaction(conn, write=False):
             ranked = _rank_text(conn, terms, filters, size)
-            return _hits(conn, ranked)
+            return _hits(conn, ranked, bank_id=filters.bank_id)
 
     async def search_vector(
         self, vector: Sequence[float], filters: SearchFilters, *, size: int
@@ -774,16 +784,20 @@ class SqliteMemoryIndex:
             conn.execute(
                 "DELETE FROM documents WHERE doc_id IN (SELECT value FROM json_each(?))", doc_ids
             )
-            conn.execute(
-                "DELETE FROM documents_fts WHERE rowid IN (SELECT value FROM json_each(?))", doc_ids
-            )
+            text_table = _text_table(conn, bank_id)
+            if text_table is not None:
+                conn.execute(
+                    f"DELETE FROM {text_table} WHERE rowid IN (SELECT value FROM json_each(?))",
+                    doc_ids,
+                )
             _insert_rows(
                 conn,
                 "INSERT OR REPLACE INTO tombstones (event_id, seq) VALUES (?, ?)",
                 [(event_id, seq) for _, event_id in found],
             )
             conn.execute("UPDATE index_state SET seq = ?", (seq,))
-            _purge_fts(conn)
+            if text_table is not None:
+                _purge_text(conn, text_table)
         gone = [event_id for _, event_id in found]
         self._after_write(seq, lambda vectors: vectors.remove_all(gone))
         self._truncate_wal(conn)
@@ -922,17 +936,75 @@ class SqliteMemoryIndex:
             conn.close()
 
 
-def _purge_fts(conn: sqlite3.Connection) -> None:
-    """Drop deleted rows' terms from the FTS index itself, not only from its content.
+def _text_table(conn: sqlite3.Connection, bank_id: str) -> str | None:
+    """The FTS5 table holding ``bank_id``'s rows; ``None`` if the bank never had any."""
+    found = conn.execute(
+        "SELECT text_table FROM text_tables WHERE bank_id = ?", (bank_id,)
+    ).fetchone()
+    return None if found is None else f"text_{found[0]}"
+
+
+def _holds_one_bank(conn: sqlite3.Connection, table: str) -> bool:
+    number = int(table.removeprefix("text_"))
+    (banks,) = conn.execute(
+        "SELECT count(*) FROM (SELECT 1 FROM text_tables WHERE text_table = ? LIMIT 2)", (number,)
+    ).fetchone()
+    return bool(banks == 1)
+
+
+def _text_table_to_write(conn: sqlite3.Connection, bank_id: str) -> str:
+    """``_text_table``, given to a new bank inside the caller's write transaction.
+
+    Each bank has a table of its own until ``_TEXT_TABLES`` banks exist; later
+    banks share them in turn. A search reads and scores only its table's rows,
+    so its cost follows its bank's size instead of the whole index's, and
+    BM25's document frequencies are its bank's own (its table's, when shared).
+    """
+    table = _text_table(conn, bank_id)
+    if table is not None:
+        return table
+    (banks,) = conn.execute("SELECT count(*) FROM text_tables").fetchone()
+    number = banks % _TEXT_TABLES
+    conn.execute("INSERT INTO text_tables (bank_id, text_table) VALUES (?, ?)", (bank_id, number))
+    conn.execute(f"CREATE VIRTUAL TABLE IF NOT EXISTS text_{number} USING fts5({_TEXT_COLUMNS})")
+    return f"text_{number}"
+
+
+def _split_text_by_bank(conn: sqlite3.Connection) -> None:
+    """Move a version-1 file's one FTS table of all banks into tables per bank.
+
+    One transaction: a crash leaves the old table whole, and the next open redoes it.
+    """
+    with _transaction(conn, write=True):
+        shared = "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'documents_fts'"
+        if conn.execute(shared).fetchone() is None:
+            return
+        started = time.perf_counter()
+        banks = [bank for (bank,) in conn.execute("SELECT DISTINCT bank_id FROM documents")]
+        for bank_id in banks:
+            conn.execute(
+                f"INSERT INTO {_text_table_to_write(conn, bank_id)} (rowid, summary, tags)"
+                " SELECT doc_id, summary,"
+                " COALESCE((SELECT group_concat(value, ' ') FROM json_each(d.tags)), '')"
+                " FROM documents AS d WHERE bank_id = ?",
+                (bank_id,),
+            )
+        conn.execute("DROP TABLE documents_fts")
+    elapsed_ms = round(1000 * (time.perf_counter() - started))
+    _log.info("index_text_split_by_bank", banks=len(banks), elapsed_ms=elapsed_ms)
+
+
+def _purge_text(conn: sqlite3.Connection, table: str) -> None:
+    """Drop deleted rows' terms from an FTS table itself, not only from its content.
 
     An FTS5 delete only appends a "delete" entry: the row's terms stay in the
     older segments until a merge reaches them, and SQLite before 3.42 has no
     ``secure-delete`` option. ``optimize`` merges every segment into one,
     leaving the deleted terms out; with ``secure_delete`` the pages it frees
-    are zeroed. It rewrites the whole FTS index (~0.2 s at 110k documents),
-    a price paid per forget, never per ingested batch.
+    are zeroed. It rewrites the bank's table (~0.2 s at 110k documents), a
+    price paid per forget, never per ingested batch.
     """
-    conn.execute("INSERT INTO documents_fts (documents_fts) VALUES ('optimize')")
+    conn.execute(f"INSERT INTO {table} ({table}) VALUES ('optimize')")
 
 
 def _prepared(index: int, doc: IndexDocument) -> tuple[int, bytes]:
@@ -952,7 +1024,10 @@ _UPDATE_DOCUMENT = (
     "UPDATE documents SET bank_id = ?, fact_type = ?, ts_us = ?, importance_score = ?,"
     " tags = ?, seq = ?, summary = ?, body = ?, embedding = ? WHERE doc_id = ?"
 )
-_INSERT_FTS = "INSERT INTO documents_fts (rowid, summary, tags) VALUES (?, ?, ?)"
+
+
+def _insert_text(table: str) -> str:
+    return f"INSERT INTO {table} (rowid, summary, tags) VALUES (?, ?, ?)"
 
 
 def _write_all(
@@ -985,8 +1060,8 @@ def _write_all(
     (next_id,) = conn.execute("SELECT COALESCE(MAX(doc_id), 0) + 1 FROM documents").fetchone()
     inserts: list[tuple[Any, ...]] = []
     updates: list[tuple[Any, ...]] = []
-    stale: list[tuple[int]] = []
-    fts: list[tuple[int, str, str]] = []
+    stale: dict[str, list[tuple[int]]] = {}
+    texts: dict[str, list[tuple[int, str, str]]] = {}
     rows: list[tuple[Any, ...]] = []
     for doc, (ts_us, blob) in zip(documents, prepared, strict=True):
         fact, tags, values = _columns(doc, ts_us, blob, seq)
@@ -1003,9 +1078,9 @@ def _write_all(
             updates.append((*values, doc_id))
             fts_stale = (old_summary, old_tags) != (doc.summary, tags)
             if fts_stale:
-                stale.append((doc_id,))
+                stale.setdefault(doc.bank_id, []).append((doc_id,))
         if fts_stale:
-            fts.append((doc_id, doc.summary, " ".join(doc.tags)))
+            texts.setdefault(doc.bank_id, []).append((doc_id, doc.summary, " ".join(doc.tags)))
         rows.append(
             (doc_id, doc.event_id, doc.bank_id, fact, ts_us, doc.importance_score, tags, blob)
         )
@@ -1017,10 +1092,11 @@ def _write_all(
         )
     if updates:
         conn.executemany(_UPDATE_DOCUMENT, updates)
-    if stale:
-        conn.executemany("DELETE FROM documents_fts WHERE rowid = ?", stale)
-    if fts:
-        _insert_rows(conn, _INSERT_FTS, fts)
+    for bank_id, bank_texts in texts.items():
+        table = _text_table_to_write(conn, bank_id)
+        if bank_id in stale:
+            conn.executemany(f"DELETE FROM {table} WHERE rowid = ?", stale[bank_id])
+        _insert_rows(conn, _insert_text(table), bank_texts)
     return rows
 
 
@@ -1079,10 +1155,11 @@ def _write(
             raise ConflictError(f"event {doc.event_id} already belongs to another bank")
         conn.execute(_UPDATE_DOCUMENT, (*values, doc_id))
         fts_stale = (old_summary, old_tags) != (doc.summary, tags)
-        if fts_stale:
-            conn.execute("DELETE FROM documents_fts WHERE rowid = ?", (doc_id,))
     if fts_stale:
-        conn.execute(_INSERT_FTS, (doc_id, doc.summary, " ".join(doc.tags)))
+        table = _text_table_to_write(conn, doc.bank_id)
+        if found is not None:
+            conn.execute(f"DELETE FROM {table} WHERE rowid = ?", (doc_id,))
+        conn.execute(_insert_text(table), (doc_id, doc.summary, " ".join(doc.tags)))
     return (doc_id, doc.event_id, doc.bank_id, fact, ts_us, doc.importance_score, tags, blob)
 
 
@@ -1090,13 +1167,24 @@ def _rank_text(
     conn: sqlite3.Connection, terms: list[str], filters: SearchFilters, size: int
 ) -> list[tuple[int, float]]:
     """``(doc_id, bm25)`` of the best ``size`` rows for the OR of ``terms``, best first."""
+    table = _text_table(conn, filters.bank_id)
+    if table is None:
+        return []
     clauses, params = _filter_sql(filters)
-    # CROSS JOIN keeps FTS the outer loop; filters run before bm25() is computed.
-    sql = (
-        f"SELECT d.doc_id, -{_BM25} AS score FROM documents_fts"
-        " CROSS JOIN documents AS d INDEXED BY documents_filter ON d.doc_id = documents_fts.rowid"
-        f" WHERE documents_fts MATCH ? AND {clauses} ORDER BY score DESC, d.doc_id LIMIT ?"
-    )
+    if filters == SearchFilters(filters.bank_id) and _holds_one_bank(conn, table):
+        # The table is the bank: no join to filter by (it was half of a query's time).
+        sql = (
+            f"SELECT rowid, -bm25({table}, {_BM25_WEIGHTS}) AS score FROM {table}"
+            f" WHERE {table} MATCH ? ORDER BY score DESC, rowid LIMIT ?"
+        )
+        params = []
+    else:
+        # CROSS JOIN keeps FTS the outer loop; filters run before bm25() is computed.
+        sql = (
+            f"SELECT d.doc_id, -bm25({table}, {_BM25_WEIGHTS}) AS score FROM {table}"
+            f" CROSS JOIN documents AS d INDEXED BY documents_filter ON d.doc_id = {table}.rowid"
+            f" WHERE {table} MATCH ? AND {clauses} ORDER BY score DESC, d.doc_id LIMIT ?"
+        )
 
     def ranked(expression: str) -> list[tuple[int, float]]:
         return conn.execute(sql, (expression, *params, size)).fetchall()
@@ -1104,12 +1192,12 @@ def _rank_text(
     if len(terms) > 1:
         doc_freqs = [
             conn.execute(
-                "SELECT count(*) FROM documents_fts WHERE documents_fts MATCH ?",
-                (quote_fts5(term),),
+                f"SELECT count(*) FROM {table} WHERE {table} MATCH ?", (quote_fts5(term),)
             ).fetchone()[0]
             for term in terms
         ]
-        (total,) = conn.execute("SELECT count(*) FROM documents").fetchone()
+        # The table's own row count, the N of its bm25(): one small row a document.
+        (total,) = conn.execute(f"SELECT count(*) FROM {table}_docsize").fetchone()
         terms, doc_freqs = fts5_weighty_terms(terms, doc_freqs, total, budget=_STAGE_BUDGET)
         stages = (
             fts5_stages(terms, doc_freqs, total, budget=_STAGE_BUDGET)

@@ -45,6 +45,15 @@ def doc(bank: str, name: str, **fields: object) -> IndexDocument:
     return make_doc(bank, name, dimension=DIMENSION, **fields)  # type: ignore[arg-type]
 
 
+def checked_text_rows(conn: sqlite3.Connection) -> int:
+    """Rows in all the FTS tables, once FTS5 has checked each one's index against its content."""
+    total = 0
+    for (number,) in conn.execute("SELECT DISTINCT text_table FROM text_tables").fetchall():
+        conn.execute(f"INSERT INTO text_{number} (text_{number}) VALUES ('integrity-check')")
+        total += conn.execute(f"SELECT count(*) FROM text_{number}").fetchone()[0]
+    return total
+
+
 async def test_vector_scores_are_cosines(index: SqliteMemoryIndex, unique_name: str) -> None:
     await index.upsert(
         [
@@ -299,13 +308,131 @@ async def test_the_fts_table_stays_consistent(
     assert await index.search_text("round0", SearchFilters(bank_id=bank), size=50) == []
     conn = sqlite3.connect(path)
     try:
-        # FTS5 checks that its index matches its content and raises if not.
-        conn.execute("INSERT INTO documents_fts (documents_fts) VALUES ('integrity-check')")
-        (fts_rows,) = conn.execute("SELECT count(*) FROM documents_fts").fetchone()
+        fts_rows = checked_text_rows(conn)
         (doc_rows,) = conn.execute("SELECT count(*) FROM documents").fetchone()
         assert fts_rows == doc_rows == 19
     finally:
         conn.close()
+
+
+async def test_a_banks_text_scores_do_not_move_with_another_banks_documents(
+    index: SqliteMemoryIndex, path: Path, unique_name: str
+) -> None:
+    mine, theirs = unique_name, f"{unique_name}-other"
+    await index.upsert([doc(mine, f"m{i}", summary=f"plum tart number{i}") for i in range(5)])
+    await index.upsert([doc(mine, f"p{i}", summary=f"pear pie number{i}") for i in range(15)])
+
+    async def scores() -> list[tuple[str, float]]:
+        hits = await index.search_text("plum pear", SearchFilters(mine), size=50)
+        return [(hit.document.event_id, hit.score) for hit in hits]
+
+    before = await scores()
+    # With one table for all banks, these would make "plum" common and lower its idf.
+    await index.upsert([doc(theirs, f"o{i}", summary=f"plum jam {i}") for i in range(200)])
+    assert await scores() == before
+    assert len(before) == 20 and before[0][0].startswith(f"{mine}-m")
+    theirs_hits = await index.search_text("plum", SearchFilters(theirs), size=500)
+    assert len(theirs_hits) == 200
+    with sqlite3.connect(path) as conn:
+        tables = dict(conn.execute("SELECT bank_id, text_table FROM text_tables").fetchall())
+    conn.close()
+    assert tables[mine] != tables[theirs]
+
+
+async def test_a_bank_alone_in_its_table_gets_the_answer_the_filtered_join_gives(
+    index: SqliteMemoryIndex, unique_name: str
+) -> None:
+    rng = random.Random(11)
+    words = [f"w{n}" for n in range(12)]
+    for bank in (unique_name, f"{unique_name}-b"):
+        await index.upsert(
+            [doc(bank, f"d{i}", summary=" ".join(rng.choices(words, k=6))) for i in range(60)]
+        )
+    for query in ("w0", "w1 w2", "w3 w4 w5 w11", "w7 nothing"):
+        alone = await index.search_text(query, SearchFilters(unique_name), size=10)
+        # A filter that passes every row takes the join instead.
+        joined = SearchFilters(unique_name, min_importance=0.0)
+        assert alone == await index.search_text(query, joined, size=10)
+        assert alone and {hit.document.bank_id for hit in alone} == {unique_name}
+
+
+async def test_past_the_table_limit_banks_share_tables_and_stay_apart(
+    index: SqliteMemoryIndex, path: Path, unique_name: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(sqlite_module, "_TEXT_TABLES", 2)
+    banks = [f"{unique_name}-{n}" for n in range(5)]
+    for bank in banks:
+        await index.upsert([doc(bank, f"d{i}", summary=f"shared words {i}") for i in range(4)])
+    await index.delete_many(banks[0], [f"{banks[0]}-d0", f"{banks[0]}-d1"])
+    for n, bank in enumerate(banks):
+        hits = await index.search_text("shared words", SearchFilters(bank), size=50)
+        assert {hit.document.bank_id for hit in hits} == {bank}
+        assert len(hits) == (2 if n == 0 else 4)
+    with sqlite3.connect(path) as conn:
+        names = {
+            name
+            for (name,) in conn.execute(
+                "SELECT name FROM sqlite_master WHERE sql LIKE 'CREATE VIRTUAL TABLE%'"
+            )
+        }
+        assert names == {"text_0", "text_1"}
+        assert checked_text_rows(conn) == 18
+    conn.close()
+
+
+async def test_a_version_1_file_is_split_into_text_tables_per_bank(
+    path: Path, unique_name: str
+) -> None:
+    banks = [f"{unique_name}-{n}" for n in range(3)]
+    index = SqliteMemoryIndex(path)
+    try:
+        for n, bank in enumerate(banks):
+            await index.upsert(
+                [
+                    doc(bank, f"d{i}", summary=f"fig {'date ' * (i % 3)}{n}", tags=[f"t{i % 2}"])
+                    for i in range(6 + n)
+                ]
+            )
+        queries = ["fig", "date", "t1", "fig date"]
+        expected = [
+            await index.search_text(query, SearchFilters(bank), size=50)
+            for bank in banks
+            for query in queries
+        ]
+    finally:
+        await index.close()
+    with sqlite3.connect(path) as conn:  # back to version 1: one FTS table for every bank
+        conn.execute(
+            "CREATE VIRTUAL TABLE documents_fts USING fts5("
+            "summary, tags, tokenize = 'porter unicode61 remove_diacritics 2')"
+        )
+        conn.execute(
+            "INSERT INTO documents_fts (rowid, summary, tags) SELECT doc_id, summary,"
+            " (SELECT group_concat(value, ' ') FROM json_each(d.tags)) FROM documents AS d"
+        )
+        for (number,) in conn.execute("SELECT DISTINCT text_table FROM text_tables").fetchall():
+            conn.execute(f"DROP TABLE text_{number}")
+        conn.execute("DROP TABLE text_tables")
+        conn.execute("PRAGMA user_version = 1")
+    conn.close()
+    reopened = SqliteMemoryIndex(path)
+    try:
+        found = [
+            await reopened.search_text(query, SearchFilters(bank), size=50)
+            for bank in banks
+            for query in queries
+        ]
+    finally:
+        await reopened.close()
+    assert found == expected and all(found)
+    with sqlite3.connect(path) as conn:
+        assert (
+            conn.execute("SELECT name FROM sqlite_master WHERE name = 'documents_fts'").fetchall()
+            == []
+        )
+        assert conn.execute("PRAGMA user_version").fetchone() == (sqlite_module.SCHEMA_VERSION,)
+        assert checked_text_rows(conn) == 6 + 7 + 8
+    conn.close()
 
 
 async def test_staged_text_search_returns_what_the_full_query_returns(
@@ -460,8 +587,7 @@ async def test_one_batch_of_new_changed_unchanged_revived_and_repeated_documents
         await other.close()
     conn = sqlite3.connect(path)
     try:
-        conn.execute("INSERT INTO documents_fts (documents_fts) VALUES ('integrity-check')")
-        (fts_rows,) = conn.execute("SELECT count(*) FROM documents_fts").fetchone()
+        fts_rows = checked_text_rows(conn)
         (tombstones,) = conn.execute("SELECT count(*) FROM tombstones").fetchone()
         ids = [row[0] for row in conn.execute("SELECT doc_id FROM documents ORDER BY doc_id")]
         assert fts_rows == len(ids) == 10 and tombstones == 0
