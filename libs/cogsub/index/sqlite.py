@@ -944,10 +944,11 @@ def _text_table(conn: sqlite3.Connection, bank_id: str) -> str | None:
     return None if found is None else f"text_{found[0]}"
 
 
-def _holds_one_bank(conn: sqlite3.Connection, table: str) -> bool:
-    number = int(table.removeprefix("text_"))
+def _alone_in_its_table(conn: sqlite3.Connection, bank_id: str) -> bool:
     (banks,) = conn.execute(
-        "SELECT count(*) FROM (SELECT 1 FROM text_tables WHERE text_table = ? LIMIT 2)", (number,)
+        "SELECT count(*) FROM (SELECT 1 FROM text_tables WHERE text_table ="
+        " (SELECT text_table FROM text_tables WHERE bank_id = ?) LIMIT 2)",
+        (bank_id,),
     ).fetchone()
     return bool(banks == 1)
 
@@ -1170,21 +1171,7 @@ def _rank_text(
     table = _text_table(conn, filters.bank_id)
     if table is None:
         return []
-    clauses, params = _filter_sql(filters)
-    if filters == SearchFilters(filters.bank_id) and _holds_one_bank(conn, table):
-        # The table is the bank: no join to filter by (it was half of a query's time).
-        sql = (
-            f"SELECT rowid, -bm25({table}, {_BM25_WEIGHTS}) AS score FROM {table}"
-            f" WHERE {table} MATCH ? ORDER BY score DESC, rowid LIMIT ?"
-        )
-        params = []
-    else:
-        # CROSS JOIN keeps FTS the outer loop; filters run before bm25() is computed.
-        sql = (
-            f"SELECT d.doc_id, -bm25({table}, {_BM25_WEIGHTS}) AS score FROM {table}"
-            f" CROSS JOIN documents AS d INDEXED BY documents_filter ON d.doc_id = {table}.rowid"
-            f" WHERE {table} MATCH ? AND {clauses} ORDER BY score DESC, d.doc_id LIMIT ?"
-        )
+    sql, params = _ranking_sql(conn, table, filters)
 
     def ranked(expression: str) -> list[tuple[int, float]]:
         return conn.execute(sql, (expression, *params, size)).fetchall()
@@ -1214,6 +1201,27 @@ def _rank_text(
                     break
             return best
     return ranked(fts5_match(terms) or "")
+
+
+def _ranking_sql(
+    conn: sqlite3.Connection, table: str, filters: SearchFilters
+) -> tuple[str, list[Any]]:
+    """The query ranking ``table``'s rows for ``filters``: MATCH, then filter params, then LIMIT."""
+    if filters == SearchFilters(filters.bank_id) and _alone_in_its_table(conn, filters.bank_id):
+        # The table is the bank: no join to filter by (it was half of a query's time).
+        sql = (
+            f"SELECT rowid, -bm25({table}, {_BM25_WEIGHTS}) AS score FROM {table}"
+            f" WHERE {table} MATCH ? ORDER BY score DESC, rowid LIMIT ?"
+        )
+        return sql, []
+    clauses, params = _filter_sql(filters)
+    # CROSS JOIN keeps FTS the outer loop; filters run before bm25() is computed.
+    sql = (
+        f"SELECT d.doc_id, -bm25({table}, {_BM25_WEIGHTS}) AS score FROM {table}"
+        f" CROSS JOIN documents AS d INDEXED BY documents_filter ON d.doc_id = {table}.rowid"
+        f" WHERE {table} MATCH ? AND {clauses} ORDER BY score DESC, d.doc_id LIMIT ?"
+    )
+    return sql, params
 
 
 def _hits(

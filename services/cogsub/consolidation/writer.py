@@ -27,10 +27,9 @@ from cogsub.core.derived import (
     derived_key,
     is_superseded,
     supersession_key,
-    with_tags,
 )
 from cogsub.core.documents import IndexDocument, index_document_for
-from cogsub.core.errors import ObjectExistsError
+from cogsub.core.errors import NotFoundError, ObjectExistsError
 from cogsub.core.events import ArchivedEvent, format_timestamp
 from cogsub.core.topics import MEMORY_SEMANTIC_UPDATED
 from cogsub.embeddings.ports import Embedder
@@ -145,13 +144,27 @@ class DerivedWriter:
             record = json.loads(await self._archive.get(supersession_key(bank_id, loser_id)))
         # The winner is tagged first: a loser still live after a crash is found again by
         # the next round, while a superseded loser would never lead it back to the winner.
-        winner = await self._index.get(bank_id, str(record["supersededBy"]))
+        # Tag patches, not whole documents written back: a decay or reinforcement
+        # committed since the reads above is kept.
+        winner_id = str(record["supersededBy"])
+        winner = await self._index.get(bank_id, winner_id)
         if winner is not None and f"{SUPERSEDES_TAG}{loser_id}" not in winner.tags:
-            await self._index.upsert([with_tags(winner, [f"{SUPERSEDES_TAG}{loser_id}"])])
+            await self._tag(bank_id, winner_id, f"{SUPERSEDES_TAG}{loser_id}")
         newly = not is_superseded(loser)
         if newly:
-            await self._index.upsert([_superseded(loser, record)])
+            await self._tag(
+                bank_id,
+                loser_id,
+                f"{SUPERSEDED_BY_TAG}{winner_id}",
+                f"{VALID_TO_TAG}{record['validTo']}",
+            )
         return newly
+
+    async def _tag(self, bank_id: str, memory_id: str, *tags: str) -> None:
+        try:
+            await self._index.update(bank_id, memory_id, DocumentPatch(add_tags=tags))
+        except NotFoundError:
+            log.warning("consolidation_tag_target_gone", bank_id=bank_id, memory_id=memory_id)
 
     async def reinforce(self, bank_id: str, memory_ids: Sequence[str]) -> None:
         """Replay counts as a retrieval: bump each source's ``retrieval_count``."""
@@ -194,11 +207,4 @@ def _document(archived: ArchivedEvent, key: str) -> IndexDocument:
         embedding=list(archived.input.embedding),
         importance_score=archived.importance_score,
         object_storage_key=key,
-    )
-
-
-def _superseded(doc: IndexDocument, record: dict[str, object]) -> IndexDocument:
-    return with_tags(
-        doc,
-        [f"{SUPERSEDED_BY_TAG}{record['supersededBy']}", f"{VALID_TO_TAG}{record['validTo']}"],
     )
