@@ -944,13 +944,14 @@ def _text_table(conn: sqlite3.Connection, bank_id: str) -> str | None:
     return None if found is None else f"text_{found[0]}"
 
 
-def _alone_in_its_table(conn: sqlite3.Connection, bank_id: str) -> bool:
-    (banks,) = conn.execute(
-        "SELECT count(*) FROM (SELECT 1 FROM text_tables WHERE text_table ="
-        " (SELECT text_table FROM text_tables WHERE bank_id = ?) LIMIT 2)",
+def _searched_table(conn: sqlite3.Connection, bank_id: str) -> tuple[str, bool] | None:
+    """``_text_table`` and whether the bank is alone in it, in one lookup."""
+    found = conn.execute(
+        "SELECT t.text_table, (SELECT count(*) FROM (SELECT 1 FROM text_tables AS o"
+        " WHERE o.text_table = t.text_table LIMIT 2)) FROM text_tables AS t WHERE t.bank_id = ?",
         (bank_id,),
     ).fetchone()
-    return bool(banks == 1)
+    return None if found is None else (f"text_{found[0]}", found[1] == 1)
 
 
 def _text_table_to_write(conn: sqlite3.Connection, bank_id: str) -> str:
@@ -1168,10 +1169,11 @@ def _rank_text(
     conn: sqlite3.Connection, terms: list[str], filters: SearchFilters, size: int
 ) -> list[tuple[int, float]]:
     """``(doc_id, bm25)`` of the best ``size`` rows for the OR of ``terms``, best first."""
-    table = _text_table(conn, filters.bank_id)
-    if table is None:
+    searched = _searched_table(conn, filters.bank_id)
+    if searched is None:
         return []
-    sql, params = _ranking_sql(conn, table, filters)
+    table, alone = searched
+    sql, params = _ranking_sql(table, filters, alone=alone)
 
     def ranked(expression: str) -> list[tuple[int, float]]:
         return conn.execute(sql, (expression, *params, size)).fetchall()
@@ -1203,11 +1205,12 @@ def _rank_text(
     return ranked(fts5_match(terms) or "")
 
 
-def _ranking_sql(
-    conn: sqlite3.Connection, table: str, filters: SearchFilters
-) -> tuple[str, list[Any]]:
-    """The query ranking ``table``'s rows for ``filters``: MATCH, then filter params, then LIMIT."""
-    if filters == SearchFilters(filters.bank_id) and _alone_in_its_table(conn, filters.bank_id):
+def _ranking_sql(table: str, filters: SearchFilters, *, alone: bool) -> tuple[str, list[Any]]:
+    """The query ranking ``table``'s rows for ``filters``: MATCH, then filter params, then LIMIT.
+
+    ``alone``: the filtered bank is the only one in ``table``.
+    """
+    if alone and filters == SearchFilters(filters.bank_id):
         # The table is the bank: no join to filter by (it was half of a query's time).
         sql = (
             f"SELECT rowid, -bm25({table}, {_BM25_WEIGHTS}) AS score FROM {table}"

@@ -380,6 +380,16 @@ async def test_past_the_table_limit_banks_share_tables_and_stay_apart(
     conn.close()
 
 
+async def searched_everywhere(index: SqliteMemoryIndex, banks: list[str]) -> list[list[Hit]]:
+    """Each bank's hits for a few queries, bank by bank."""
+    queries = ["fig", "date", "t1", "fig date"]
+    return [
+        await index.search_text(query, SearchFilters(bank), size=50)
+        for bank in banks
+        for query in queries
+    ]
+
+
 async def test_a_version_1_file_is_split_into_text_tables_per_bank(
     path: Path, unique_name: str
 ) -> None:
@@ -393,12 +403,7 @@ async def test_a_version_1_file_is_split_into_text_tables_per_bank(
                     for i in range(6 + n)
                 ]
             )
-        queries = ["fig", "date", "t1", "fig date"]
-        expected = [
-            await index.search_text(query, SearchFilters(bank), size=50)
-            for bank in banks
-            for query in queries
-        ]
+        expected = await searched_everywhere(index, banks)
     finally:
         await index.close()
     with sqlite3.connect(path) as conn:  # back to version 1: one FTS table for every bank
@@ -417,11 +422,7 @@ async def test_a_version_1_file_is_split_into_text_tables_per_bank(
     conn.close()
     reopened = SqliteMemoryIndex(path)
     try:
-        found = [
-            await reopened.search_text(query, SearchFilters(bank), size=50)
-            for bank in banks
-            for query in queries
-        ]
+        found = await searched_everywhere(reopened, banks)
     finally:
         await reopened.close()
     assert found == expected and all(found)
