@@ -657,6 +657,68 @@ class MemoryIndexContract:
         assert await scanned(since=BASE_TIME + timedelta(hours=2)) == ["exact", "late", "pref"]
         assert await scanned(fact_types=frozenset()) == []
 
+    async def replay_corpus(self, index: MemoryIndex, bank: str) -> list[IndexDocument]:
+        """Documents of mixed types whose replay order is neither id nor insertion order."""
+        signals = [  # name, decay_factor, importance, fact type
+            ("a", 0.5, 0.9, FactType.WORLD),
+            ("b", 1.0, 0.1, FactType.EXPERIENCE),
+            ("c", 1.0, 0.7, FactType.WORLD),
+            ("d", 0.5, 0.9, None),
+            ("e", 0.05, 1.0, FactType.PREFERENCE),
+            ("f", 1.0, 0.7, FactType.EXPERIENCE),
+            ("g", 0.25, 0.3, FactType.WORLD),
+        ]
+        docs = [
+            make_doc(
+                bank,
+                name,
+                dimension=self.dimension,
+                decay_factor=decay,
+                importance=importance,
+                fact_type=fact,
+                tags=["blue"] if name in "bdg" else [],
+            )
+            for name, decay, importance, fact in signals
+        ]
+        await index.upsert(docs)
+        await index.upsert([make_doc(f"{bank}x", "c", dimension=self.dimension)])
+        return docs
+
+    async def test_scan_in_replay_order_walks_the_most_alive_first_with_a_cursor(
+        self, index: MemoryIndex, bank: str
+    ) -> None:
+        await self.replay_corpus(index, bank)
+        seen: list[str] = []
+        after: IndexDocument | None = None
+        filters = SearchFilters(bank_id=bank)
+        while page := await index.scan_in_replay_order(filters, size=2, after=after):
+            assert len(page) <= 2
+            seen += [doc.event_id.removeprefix(f"{bank}-") for doc in page]
+            after = page[-1]
+        assert seen == ["c", "f", "b", "a", "d", "g", "e"]
+
+    async def test_scan_in_replay_order_applies_the_filters_and_follows_patches(
+        self, index: MemoryIndex, bank: str
+    ) -> None:
+        await self.replay_corpus(index, bank)
+
+        async def replayed(size: int = 50, **filters: Any) -> list[str]:
+            docs = await index.scan_in_replay_order(
+                SearchFilters(bank_id=bank, **filters), size=size
+            )
+            return [doc.event_id.removeprefix(f"{bank}-") for doc in docs]
+
+        world_or_experience = frozenset({FactType.WORLD, FactType.EXPERIENCE})
+        assert await replayed(fact_types=world_or_experience) == ["c", "f", "b", "a", "g"]
+        assert await replayed(3, fact_types=world_or_experience) == ["c", "f", "b"]
+        assert await replayed(tags_any=frozenset({"blue"})) == ["b", "d", "g"]
+        assert await replayed(min_importance=0.7) == ["c", "f", "a", "d", "e"]
+        assert await replayed(fact_types=frozenset()) == []
+        assert await replayed(0) == []
+        await index.update(bank, f"{bank}-e", DocumentPatch(decay_factor=1.0))
+        await index.update_many(bank, {f"{bank}-c": DocumentPatch(decay_factor=0.1)})
+        assert await replayed(3) == ["e", "f", "b"]
+
     async def conversation(self, index: MemoryIndex, bank: str) -> list[IndexDocument]:
         """Turns t0..t7 one second apart in one session (t3 and t4 at the same second),
         another session's turns in between, and a twin session in another bank."""

@@ -418,9 +418,22 @@ class OpenSearchMemoryIndex:
     ) -> list[IndexDocument]:
         """Documents matching ``filters`` sorted by ``event_id``, after the cursor."""
         queries.check_size(size)
+        return await self._listed(filters, size, queries.scan_query(filters, size, after=after))
+
+    async def scan_in_replay_order(
+        self, filters: SearchFilters, *, size: int, after: IndexDocument | None = None
+    ) -> list[IndexDocument]:
+        """Documents matching ``filters`` in replay order, after the cursor's place."""
+        queries.check_size(size)
+        body = queries.replay_order_query(filters, size, after=after)
+        return await self._listed(filters, size, body)
+
+    async def _listed(
+        self, filters: SearchFilters, size: int, body: queries.Body
+    ) -> list[IndexDocument]:
+        """The documents a listing query finds (a scan's, not a search's: no scores)."""
         if size == 0 or filters.fact_types == frozenset() or filters.tags_any == frozenset():
             return []
-        body = queries.scan_query(filters, size, after=after)
         with _translated("scan"):
             response = await self._client.search(index=self._index, body=body)
         docs = [_document(raw["_source"], raw.get("_id")) for raw in response["hits"]["hits"]]

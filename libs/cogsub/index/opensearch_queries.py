@@ -149,6 +149,19 @@ def scan_query(filters: SearchFilters, size: int, *, after: str | None) -> Body:
     return {"size": size, "query": {"bool": {"filter": clauses}}, "sort": [{"event_id": "asc"}]}
 
 
+def replay_order_query(filters: SearchFilters, size: int, *, after: IndexDocument | None) -> Body:
+    """Documents matching ``filters`` in replay order after the cursor's place (no scoring)."""
+    check_size(size)
+    body: Body = {
+        "size": size,
+        "query": {"bool": {"filter": filters_clause(filters)}},
+        "sort": [{"decay_factor": "desc"}, {"importance_score": "desc"}, {"event_id": "asc"}],
+    }
+    if after is not None:
+        body["search_after"] = [after.decay_factor, after.importance_score, after.event_id]
+    return body
+
+
 def neighbour_queries(
     filters: SearchFilters, anchor: IndexDocument, each_side: int, *, within_s: float | None = None
 ) -> list[Body]:

@@ -40,6 +40,14 @@ Contract every adapter keeps:
 - ``scan`` lists a bank's documents matching the filters in ``event_id``
   order, ``size`` at a time after the cursor ``after`` (exclusive), so a
   background job can walk a large bank in bounded steps.
+- ``scan_in_replay_order`` lists them in replay order instead (see
+  ``replay_order``: ``decay_factor`` descending, then ``importance_score``
+  descending, then ``event_id``), after the place of the document ``after``,
+  so a job that reads a bounded slice of a bank (a consolidation round) gets
+  its most alive memories without walking the rest. Engines may compare the
+  two signals in single precision (values closer than that tie, and order by
+  id). A cursor whose signals changed since it was read resumes at its new
+  place, so a walk during decay may skip or repeat documents.
 - Backends that are down raise ``UnavailableError`` (retryable).
 """
 
@@ -56,6 +64,11 @@ from cogsub.core.derived import with_tags
 from cogsub.core.documents import IndexDocument
 from cogsub.core.errors import FieldProblem, InvalidInputError
 from cogsub.core.events import FactType
+
+
+def replay_order(doc: IndexDocument) -> tuple[float, float, str]:
+    """Sort key for replay: the most alive first, then the most important (then id, stable)."""
+    return (-doc.decay_factor, -doc.importance_score, doc.event_id)
 
 
 @dataclass(frozen=True)
@@ -178,6 +191,12 @@ class MemoryIndex(Protocol):
         self, filters: SearchFilters, *, size: int, after: str | None = None
     ) -> list[IndexDocument]:
         """Up to ``size`` documents matching ``filters`` with ``event_id > after``, in id order."""
+        ...
+
+    async def scan_in_replay_order(
+        self, filters: SearchFilters, *, size: int, after: IndexDocument | None = None
+    ) -> list[IndexDocument]:
+        """Up to ``size`` documents matching ``filters`` after ``after``, in replay order."""
         ...
 
     async def count(self, bank_id: str | None = None) -> int:

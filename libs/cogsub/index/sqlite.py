@@ -60,7 +60,7 @@ import time
 from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime, timedelta
 from typing import Annotated, Any, TypeVar
 
@@ -80,7 +80,7 @@ from cogsub.core.errors import (
     UnavailableError,
 )
 from cogsub.core.events import FactType
-from cogsub.index.ports import DocumentPatch, Hit, SearchFilters
+from cogsub.index.ports import DocumentPatch, Hit, SearchFilters, replay_order
 from cogsub.index.text_query import (
     fts5_match,
     fts5_stages,
@@ -144,6 +144,11 @@ DROP INDEX IF EXISTS documents_by_bank;
 CREATE INDEX IF NOT EXISTS documents_filter
     ON documents (doc_id, bank_id, fact_type, ts_us, importance_score, tags);
 CREATE INDEX IF NOT EXISTS documents_by_seq ON documents (seq);
+-- A bank's memories of one type in replay order (``scan_in_replay_order``): a round
+-- reads its slice without parsing the bank. An expression index: no column to migrate.
+CREATE INDEX IF NOT EXISTS documents_in_replay_order ON documents (
+    bank_id, fact_type, json_extract(body, '$.decay_factor') DESC, importance_score DESC, event_id
+);
 -- The turns around a hit (``neighbours``); an expression index, so no column to migrate.
 CREATE INDEX IF NOT EXISTS documents_by_session
     ON documents (bank_id, json_extract(body, '$.session_id'), ts_us, event_id);
@@ -161,6 +166,13 @@ CREATE INDEX IF NOT EXISTS text_tables_by_table ON text_tables (text_table);
 PRAGMA user_version = {SCHEMA_VERSION};
 """
 
+# Replay order, as the replay index keeps it, and the rows strictly after a cursor in it.
+_DECAY = "json_extract(d.body, '$.decay_factor')"
+_IN_REPLAY_ORDER = f"{_DECAY} DESC, d.importance_score DESC, d.event_id"
+_AFTER_IN_REPLAY = (
+    f"({_DECAY} < ? OR {_DECAY} = ?"
+    " AND (d.importance_score < ? OR d.importance_score = ? AND d.event_id > ?))"
+)
 # Strictly before / after an anchor's (ts_us, event_id), in the session index's order.
 _BEFORE = "(d.ts_us, d.event_id) < (?, ?)"
 _AFTER = "(d.ts_us, d.event_id) > (?, ?)"
@@ -909,6 +921,47 @@ class SqliteMemoryIndex:
             (*params, size),
         ).fetchall()
         return [_document(body, blob) for body, blob in rows]
+
+    async def scan_in_replay_order(
+        self, filters: SearchFilters, *, size: int, after: IndexDocument | None = None
+    ) -> list[IndexDocument]:
+        """Documents matching ``filters`` in replay order, after the cursor's place."""
+        _check_size(size)
+        if size == 0 or _matches_nothing(filters):
+            return []
+        return await self._read(self._scan_in_replay_order, filters, size, after)
+
+    @staticmethod
+    def _scan_in_replay_order(
+        conn: sqlite3.Connection, filters: SearchFilters, size: int, after: IndexDocument | None
+    ) -> list[IndexDocument]:
+        # The index orders each fact type apart: the first ``size`` of each type (keys
+        # only, from the index), merged, are the first ``size`` of the union.
+        lanes: list[FactType | None] = [*FactType, None]
+        if filters.fact_types is not None:
+            lanes = [*sorted(filters.fact_types)]
+        where, params = _filter_sql(replace(filters, fact_types=None))
+        if after is not None:
+            where += f" AND {_AFTER_IN_REPLAY}"
+            decay, importance = after.decay_factor, after.importance_score
+            params += [decay, decay, importance, importance, after.event_id]
+        keys: list[tuple[float, float, str, int]] = []
+        for lane in lanes:
+            typed = "d.fact_type IS NULL" if lane is None else "d.fact_type = ?"
+            rows = conn.execute(
+                f"SELECT -{_DECAY}, -d.importance_score, d.event_id, d.doc_id"  # noqa: S608 - clauses are ours
+                f" FROM documents AS d WHERE {where} AND {typed}"
+                f" ORDER BY {_IN_REPLAY_ORDER} LIMIT ?",
+                (*params, *([] if lane is None else [FactType(lane).value]), size),
+            ).fetchall()
+            keys += rows
+        chosen = [doc_id for *_, doc_id in sorted(keys)[:size]]
+        rows = conn.execute(
+            "SELECT d.body, d.embedding FROM documents AS d"
+            " WHERE d.doc_id IN (SELECT value FROM json_each(?))",
+            (json.dumps(chosen),),
+        ).fetchall()
+        return sorted((_document(body, blob) for body, blob in rows), key=replay_order)
 
     async def close(self) -> None:
         """Close the database and stop the worker thread (idempotent)."""

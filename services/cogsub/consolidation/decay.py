@@ -26,10 +26,3 @@ def epoch_start(epoch: int, length: timedelta) -> datetime:
 def decayed(factor: float, *, rate: float, floor: float, epochs: int = 1) -> float:
     """``factor`` after ``epochs`` epochs without use."""
     return max(floor, min(1.0, factor) * rate**epochs) if factor > floor else factor
-
-
-def replay_order(
-    decay_factor: float, importance_score: float, memory_id: str
-) -> tuple[float, float, str]:
-    """Sort key for replay: the most alive first, then the most important (then id, stable)."""
-    return (-decay_factor, -importance_score, memory_id)

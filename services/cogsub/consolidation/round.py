@@ -31,7 +31,7 @@ from cogsub.consolidation.corrections import (
     resolution,
     winner,
 )
-from cogsub.consolidation.decay import decayed, epoch_of, epoch_start, replay_order
+from cogsub.consolidation.decay import decayed, epoch_of, epoch_start
 from cogsub.consolidation.similarity import content_words, similarity
 from cogsub.consolidation.writer import DerivedWriter
 from cogsub.core.derived import (
@@ -151,18 +151,27 @@ class ConsolidationRound:
     async def _active(
         self, bank_id: str, types: set[FactType], progress: _Progress
     ) -> list[IndexDocument]:
-        """Up to ``max_scan`` live (not superseded) memories of ``types``, in replay order."""
+        """Up to ``max_scan`` live (not superseded) memories of ``types``, in replay order.
+
+        Read in that order from the index, so a round costs its slice, not the bank
+        (sorting the whole bank made every round slower than the last).
+        """
+        wanted = self.policy.max_scan + 1  # one more than the slice: is there a rest?
         found: list[IndexDocument] = []
-        after: str | None = None
+        after: IndexDocument | None = None
         filters = SearchFilters(bank_id=bank_id, fact_types=frozenset(types))
-        while page := await self._index.scan(filters, size=SCAN_PAGE, after=after):
+        while len(found) < wanted:
+            size = max(SCAN_PAGE, wanted - len(found))
+            page = await self._index.scan_in_replay_order(filters, size=size, after=after)
             found += [doc for doc in page if not is_superseded(doc)]
-            after = page[-1].event_id
-        progress.scanned += len(found)
-        found.sort(key=lambda d: replay_order(d.decay_factor, d.importance_score, d.event_id))
+            if len(page) < size:
+                break
+            after = page[-1]
         if len(found) > self.policy.max_scan:
             progress.complete = False
-        return found[: self.policy.max_scan]
+        found = found[: self.policy.max_scan]
+        progress.scanned += len(found)
+        return found
 
     async def _archived(self, doc: IndexDocument) -> ArchivedEvent | None:
         try:

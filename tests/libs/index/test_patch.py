@@ -1,4 +1,4 @@
-"""``DocumentPatch.applied_to``: the one rule both index adapters apply a patch by."""
+"""The rules both index adapters share: ``DocumentPatch.applied_to``, ``replay_order``."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from hypothesis import strategies as st
 from cogsub.core.documents import IndexDocument
 from cogsub.core.errors import InvalidInputError
 from cogsub.core.events import FactType
-from cogsub.index.ports import DocumentPatch
+from cogsub.index.ports import DocumentPatch, replay_order
 
 
 def _doc(tags: list[str] | None = None, **fields: object) -> IndexDocument:
@@ -79,3 +79,9 @@ def test_a_patch_out_of_bounds_is_invalid_input(patch: DocumentPatch, field: str
     with pytest.raises(InvalidInputError) as caught:
         patch.applied_to(_doc())
     assert [p.field for p in caught.value.problems] == [field]
+
+
+def test_replay_order_is_most_alive_then_most_important_then_id() -> None:
+    items = [(0.5, 0.9, "a"), (1.0, 0.1, "b"), (1.0, 0.7, "c"), (0.5, 0.9, "0")]
+    docs = [_doc(decay_factor=d, importance_score=i, event_id=e) for d, i, e in items]
+    assert [d.event_id for d in sorted(docs, key=replay_order)] == ["c", "b", "0", "a"]

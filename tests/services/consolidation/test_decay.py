@@ -10,8 +10,9 @@ from typing import Any, cast
 
 import pytest
 
+from cogsub.consolidation import ConsolidationPolicy
 from cogsub.consolidation import round as round_module
-from cogsub.consolidation.decay import decayed, epoch_of, replay_order
+from cogsub.consolidation.decay import decayed, epoch_of
 from cogsub.core.derived import decay_pages_prefix
 from cogsub.core.events import FactType, format_timestamp
 from cogsub.core.memory import FeedbackRequest, FeedbackSignal, RetainRequest
@@ -35,12 +36,6 @@ def test_epochs_count_from_a_fixed_origin() -> None:
     assert epoch_of(start, day) == 0
     assert epoch_of(start + day - timedelta(microseconds=1), day) == 0
     assert epoch_of(start + 3 * day, day) == 3
-
-
-def test_replay_order_is_most_alive_then_most_important() -> None:
-    items = [(0.5, 0.9, "a"), (1.0, 0.1, "b"), (1.0, 0.7, "c"), (0.5, 0.9, "0")]
-    ordered = sorted(items, key=lambda i: replay_order(*i))
-    assert [i[2] for i in ordered] == ["c", "b", "0", "a"]
 
 
 async def test_one_epoch_of_decay_per_epoch_and_use_restores(tmp_path: Path) -> None:
@@ -143,3 +138,46 @@ async def test_a_pass_cut_short_resumes_after_its_last_page_and_decays_each_memo
         assert [d.decay_factor for d in old] == [pytest.approx(0.9)] * len(old)
         assert report.decayed == len(old) - 4  # two pages of two were done before the cut
         assert [k async for k in stack.archive.list(pages)] == []  # gone once the epoch is done
+
+
+async def test_a_round_bounded_by_max_scan_reads_the_most_alive_memories(tmp_path: Path) -> None:
+    policy = ConsolidationPolicy(max_scan=3)
+    async with consolidation_stack(tmp_path, policy=policy) as stack:
+        ids: dict[str, list[str]] = {"release": [], "invoices": []}
+        for day, (topic, text) in enumerate(
+            [
+                ("release", "Jane ships the billing release on Fridays."),
+                ("invoices", "Invoices are generated on the first Monday."),
+                ("release", "Jane ships the billing release on Fridays."),
+                ("invoices", "Invoices are generated on the first Monday."),
+            ]
+        ):
+            request = RetainRequest(
+                content=text, fact_type=FactType.WORLD, timestamp=NOW - timedelta(days=9 - day)
+            )
+            ids[topic].append(
+                (
+                    await stack.service.retain(BANK, request.model_copy(update={"wait": True}))
+                ).memory_id
+            )
+        unrelated = RetainRequest(
+            content="Priya owns the dashboards.", fact_type=FactType.WORLD, wait=True
+        )
+        await stack.service.retain(BANK, unrelated)
+
+        async def set_decay(topic: str, factor: float) -> None:
+            patches = {i: DocumentPatch(decay_factor=factor) for i in ids[topic]}
+            assert await stack.index.update_many(BANK, patches) == 2
+
+        await set_decay("invoices", 0.2)  # the release pair and the unrelated one fill the slice
+        first = await stack.rounds.run(BANK, decay=False)
+        assert not first.complete and first.scanned == 3
+        (release,) = first.observations
+        await set_decay("invoices", 1.0)
+        await set_decay("release", 0.2)
+        second = await stack.rounds.run(BANK, decay=False)
+        (invoices,) = second.observations
+        assert invoices != release
+        for obs_id, topic in ((release, "release"), (invoices, "invoices")):
+            record = await stack.service.get_memory(BANK, obs_id)
+            assert record.archived_event["input"]["structured"]["sources"] == sorted(ids[topic])
