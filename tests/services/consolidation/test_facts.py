@@ -2,12 +2,17 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any, cast
 
+from cogsub.consolidation import FactStage
 from cogsub.core.events import FactType
 from cogsub.core.memory import RecallRequest, RetainRequest
 from cogsub.core.topics import EXPERIENCE_ENRICHED
+from cogsub.extraction.offline import OfflineExtractor
+from cogsub.index.ports import DocumentPatch, MemoryIndex
 from tests.services.consolidation.stack import ConsolidationStack, consolidation_stack
 
 BANK = "caroline"
@@ -77,6 +82,58 @@ async def test_a_near_duplicate_is_merged_and_counted_once(tmp_path: Path) -> No
         assert doc is not None and [t for t in doc.tags if t.startswith("proof:")] == ["proof:2"]
         facts = await stack.index.count(BANK)
         assert facts == 3  # two raw turns and one fact
+
+
+class _CountsPatches:
+    """The index, noting which documents extraction patches."""
+
+    def __init__(self, index: MemoryIndex) -> None:
+        self._index = index
+        self.patched: list[str] = []
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._index, name)
+
+    async def update_many(self, bank_id: str, patches: Mapping[str, DocumentPatch]) -> int:
+        self.patched += sorted(patches)
+        return await self._index.update_many(bank_id, patches)
+
+
+async def test_a_new_fact_is_born_with_its_proof_and_only_repeats_are_recounted(
+    tmp_path: Path,
+) -> None:
+    async with consolidation_stack(tmp_path) as stack:
+        counting = _CountsPatches(stack.index)
+        facts = FactStage(
+            archive=stack.archive,
+            index=cast(MemoryIndex, counting),
+            embedder=stack.embedder,
+            extractor=OfflineExtractor(),
+            writer=stack.writer,
+            semantic=False,
+        )
+        await _say(stack, "Caroline: Melanie paints sunsets.", memory_id="turn-1")
+        await _say(stack, "Caroline: My sister lives in Lisbon.", memory_id="turn-2")
+        await _say(stack, "Caroline: my sister lives in Lisbon!", memory_id="turn-3")
+        paints, lisbon, lisbon_again = await _enriched(stack, 3)
+
+        async def proofs(fact_id: str) -> list[str]:
+            doc = await stack.index.get(BANK, fact_id)
+            assert doc is not None
+            return [t for t in doc.tags if t.startswith("proof:")]
+
+        (new,) = await facts.handle_many([paints])
+        assert not isinstance(new, Exception) and len(new.created) == 1
+        assert counting.patched == []  # a new fact with its one proof: not rewritten
+        assert await proofs(new.created[0]) == ["proof:1"]
+        first, _ = await facts.handle_many([lisbon, lisbon_again])
+        assert not isinstance(first, Exception)
+        (fact_id,) = first.created
+        assert counting.patched == [fact_id]  # new, and said twice in the batch: recounted
+        assert await proofs(fact_id) == ["proof:2"]
+        (again,) = await facts.handle_many([lisbon_again])  # a redelivery adds no proof
+        assert not isinstance(again, Exception) and again.merged == ()
+        assert await proofs(fact_id) == ["proof:2"]
 
 
 async def test_typed_memories_are_not_extracted(tmp_path: Path) -> None:
