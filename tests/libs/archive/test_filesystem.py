@@ -120,15 +120,15 @@ async def test_keys_that_are_prefixes_of_other_keys_conflict_but_are_not_objects
 
 
 async def test_puts_awaited_together_run_in_parallel_threads(
-    archive: FilesystemArchive, monkeypatch: pytest.MonkeyPatch
+    root: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    real_fsync = os.fsync
+    real_link = os.link
     lock = threading.Lock()
     running = 0
     most = 0
     threads: set[int] = set()
 
-    def slow_fsync(fd: int) -> None:
+    def slow_link(src: str, dst: str) -> None:
         nonlocal running, most
         with lock:
             running += 1
@@ -136,13 +136,17 @@ async def test_puts_awaited_together_run_in_parallel_threads(
             threads.add(threading.get_ident())
         try:
             time.sleep(0.005)  # a slow disk, so that overlapping calls are visible
-            real_fsync(fd)
+            real_link(src, dst)
         finally:
             with lock:
                 running -= 1
 
-    monkeypatch.setattr(os, "fsync", slow_fsync)
-    await asyncio.gather(*(archive.put_once(f"par/{i:03d}", b"x" * 2048) for i in range(64)))
+    monkeypatch.setattr(os, "link", slow_link)
+    archive = FilesystemArchive(root, max_threads=8)
+    try:
+        await asyncio.gather(*(archive.put_once(f"par/{i:03d}", b"x" * 2048) for i in range(64)))
+    finally:
+        await archive.close()
     assert most > 1
     assert 1 < len(threads) <= 8
 
@@ -273,6 +277,31 @@ async def test_put_once_many_syncs_bodies_before_names_and_names_before_returnin
             isinstance(o, ObjectExistsError) for o in await archive.put_once_many([("d/1", b"x")])
         )
         assert log == ["sync"]  # "already there" is said only once the name is durable
+    finally:
+        await archive.close()
+
+
+async def test_with_syncfs_new_directories_cost_no_sync_of_their_own(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from cogsub.archive import filesystem
+
+    log: list[str] = []
+    real_fsync = os.fsync
+
+    def recording_fsync(fd: int) -> None:
+        log.append("fsync")
+        real_fsync(fd)
+
+    monkeypatch.setattr(filesystem, "_SYNCFS", lambda directory: log.append("sync"))
+    monkeypatch.setattr(os, "fsync", recording_fsync)
+    archive = FilesystemArchive(tmp_path, group_sync=True, batch_threads=1)
+    try:
+        # Fifty objects in fifty new directories, as a batch of new facts' evidence.
+        items = [(f"evidence/f{i}/source-0", b"x") for i in range(50)]
+        assert await archive.put_once_many(items) == [None] * 50
+        assert log == ["sync", "sync"]  # the syncfs before the links covers the directories
+        assert [await archive.get(key) for key, _ in items] == [b"x"] * 50
     finally:
         await archive.close()
 

@@ -49,7 +49,8 @@ async def test_a_bank_moves_to_a_fresh_stack_and_recalls_the_same(tmp_path: Path
     assert not [line for line in lines if OTHER.encode() in line]
     async with consolidation_stack(tmp_path / "to") as target:
         report = await lifecycle_of(target).import_bank(lines)
-        # BM25 statistics span every bank of an index: the same corpus gives the same scores.
+        # The other bank too, so the target holds what the source did (banks past the
+        # 64th share a text table, and BM25 statistics with it).
         assert (await lifecycle_of(target).import_bank(other_lines)).complete
         assert report.complete and report.conflicts == report.invalid == 0
         assert report.imported == len(lines) - 2 and report.indexed == source_count
