@@ -952,7 +952,7 @@ class SqliteMemoryIndex:
                 f"SELECT -{_DECAY}, -d.importance_score, d.event_id, d.doc_id"  # noqa: S608 - clauses are ours
                 f" FROM documents AS d WHERE {where} AND {typed}"
                 f" ORDER BY {_IN_REPLAY_ORDER} LIMIT ?",
-                (*params, *([] if lane is None else [FactType(lane).value]), size),
+                (*params, *([] if lane is None else [lane.value]), size),
             ).fetchall()
             keys += rows
         chosen = [doc_id for *_, doc_id in sorted(keys)[:size]]
