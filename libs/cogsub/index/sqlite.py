@@ -902,10 +902,7 @@ class SqliteMemoryIndex:
         self, filters: SearchFilters, *, size: int, after: str | None = None
     ) -> list[IndexDocument]:
         """Documents matching ``filters`` in ``event_id`` order, after the cursor."""
-        _check_size(size)
-        if size == 0 or _matches_nothing(filters):
-            return []
-        return await self._read(self._scan, filters, size, after)
+        return await self._listed(self._scan, filters, size, after)
 
     @staticmethod
     def _scan(
@@ -926,10 +923,20 @@ class SqliteMemoryIndex:
         self, filters: SearchFilters, *, size: int, after: IndexDocument | None = None
     ) -> list[IndexDocument]:
         """Documents matching ``filters`` in replay order, after the cursor's place."""
+        return await self._listed(self._scan_in_replay_order, filters, size, after)
+
+    async def _listed(
+        self,
+        read: Callable[..., list[IndexDocument]],
+        filters: SearchFilters,
+        size: int,
+        after: str | IndexDocument | None,
+    ) -> list[IndexDocument]:
+        """A scan's read on a reader connection, or nothing for a size 0 or an empty filter set."""
         _check_size(size)
         if size == 0 or _matches_nothing(filters):
             return []
-        return await self._read(self._scan_in_replay_order, filters, size, after)
+        return await self._read(read, filters, size, after)
 
     @staticmethod
     def _scan_in_replay_order(

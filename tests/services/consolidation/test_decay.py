@@ -153,13 +153,12 @@ async def test_a_round_bounded_by_max_scan_reads_the_most_alive_memories(tmp_pat
             ]
         ):
             request = RetainRequest(
-                content=text, fact_type=FactType.WORLD, timestamp=NOW - timedelta(days=9 - day)
+                content=text,
+                fact_type=FactType.WORLD,
+                timestamp=NOW - timedelta(days=9 - day),
+                wait=True,
             )
-            ids[topic].append(
-                (
-                    await stack.service.retain(BANK, request.model_copy(update={"wait": True}))
-                ).memory_id
-            )
+            ids[topic].append((await stack.service.retain(BANK, request)).memory_id)
         unrelated = RetainRequest(
             content="Priya owns the dashboards.", fact_type=FactType.WORLD, wait=True
         )
