@@ -15,7 +15,7 @@ from __future__ import annotations
 import asyncio
 import json
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 import structlog
@@ -65,6 +65,13 @@ class _Plan:
 
 
 @dataclass(frozen=True)
+class PlannedBatch:
+    """A batch ``plan_many`` read and decided: a plan, or the error, per announcement."""
+
+    results: list[_Plan | CogsubError]
+
+
+@dataclass(frozen=True)
 class ExtractionOutcome:
     source_event_id: str
     bank_id: str
@@ -94,9 +101,10 @@ class FactStage:
         self._writer = writer
         self._semantic = semantic
         self._merge_threshold = merge_threshold
-        # Announcements are extracted concurrently; merges into one fact must not race
-        # (each recounts the evidence and writes the count: the last must see them all).
-        self._merging = asyncio.Lock()
+        # Batches are planned concurrently but written one at a time: recounts of one
+        # fact must not race (the last must see all the evidence), and a fact left at
+        # the ``proof:1`` it was born with must get no other proof meanwhile.
+        self._writing = asyncio.Lock()
 
     async def handle(self, payload: bytes) -> ExtractionOutcome:
         """Extract the facts of the event ``payload`` announces (idempotent).
@@ -113,10 +121,20 @@ class FactStage:
     async def handle_many(self, payloads: Sequence[bytes]) -> list[ExtractionOutcome | CogsubError]:
         """Extract a batch of announcements; an unusable one gives its error, not an outcome.
 
-        Extraction runs concurrently and the new facts of the batch are written together
-        (one archive sync, one log commit, one bulk index upsert per bank), which is what
-        lets extraction keep up with ingestion. Retryable failures raise for the whole
-        batch: every step is idempotent, so the batch is simply done again.
+        ``plan_many`` then ``write_planned``: see them. Retryable failures raise for the
+        whole batch: every step is idempotent, so the batch is simply done again.
+        """
+        return await self.write_planned(await self.plan_many(payloads))
+
+    async def plan_many(self, payloads: Sequence[bytes]) -> PlannedBatch:
+        """Read, extract and embed a batch of announcements, and decide; nothing is written.
+
+        Only reads: a batch can be planned while the one before it is written. A fact
+        that batch creates meanwhile is planned as new here, and its write then finds
+        it and counts this source as one more proof.
+
+        Raises:
+            CogsubError: a retryable one (a backend is down) for the whole batch.
         """
         planned = await asyncio.gather(
             *(self._plan(payload) for payload in payloads), return_exceptions=True
@@ -126,20 +144,30 @@ class FactStage:
                 not isinstance(result, CogsubError) or result.retryable
             ):
                 raise result
-        plans = [p for p in planned if isinstance(p, _Plan)]
-        created = await self._write_new(plans)
-        merges = await self._merge_batch(plans, created)
+        return PlannedBatch([p for p in planned if isinstance(p, _Plan | CogsubError)])
+
+    async def write_planned(self, batch: PlannedBatch) -> list[ExtractionOutcome | CogsubError]:
+        """Write what ``plan_many`` decided: the batch's new facts and proofs, together.
+
+        One archive sync, one log commit and one bulk index upsert per batch (across
+        banks) are what let extraction keep up with ingestion. Batches are written one
+        at a time, in the order they arrive here.
+        """
+        plans = [p for p in batch.results if isinstance(p, _Plan)]
+        async with self._writing:
+            created, merges = await self._write_batch(plans)
         outcomes: list[ExtractionOutcome | CogsubError] = []
-        for result in planned:
+        for result in batch.results:
             if isinstance(result, CogsubError):
                 outcomes.append(result)
-            elif isinstance(result, _Plan):
-                own = {m.memory_id for m, _ in result.new}
-                merged = tuple(t for t in merges.get(result.event_id, ()) if t not in own)
-                new = tuple(m.memory_id for m, _ in result.new if m.memory_id in created)
-                outcomes.append(
-                    ExtractionOutcome(result.event_id, result.bank_id, new, merged, result.skipped)
-                )
+                continue
+            new = tuple(
+                m.memory_id for m, _ in result.new if created.get(m.memory_id) == result.event_id
+            )
+            merged = tuple(t for t in merges.get(result.event_id, ()) if t not in new)
+            outcomes.append(
+                ExtractionOutcome(result.event_id, result.bank_id, new, merged, result.skipped)
+            )
         return outcomes
 
     async def _plan(self, payload: bytes) -> _Plan:
@@ -178,15 +206,22 @@ class FactStage:
                 plan.merges.append((memory.memory_id, position))
         return plan
 
-    async def _write_new(self, plans: Sequence[_Plan]) -> set[str]:
+    async def _write_new(self, plans: Sequence[_Plan]) -> dict[str, str]:
+        """Write the planned new facts; the id of each one created, with its source event.
+
+        A fact planned as new that another write created first (an earlier batch, a
+        crashed run) is not created here: this source is then one more proof of it.
+        """
         # Across banks: a batch holds many, and each write step costs a sync however many
         # memories it carries. The first source of a fact new twice in the batch wins.
         entries: dict[str, tuple[str, DerivedMemory, list[float]]] = {}
+        creators: dict[str, str] = {}
         for plan in plans:
             for memory, vector in plan.new:
                 entries.setdefault(memory.memory_id, (plan.bank_id, memory, vector))
+                creators.setdefault(memory.memory_id, plan.event_id)
         written = await self._writer.write_across(list(entries.values()))
-        return {w.memory_id for w in written if w.created}
+        return {w.memory_id: creators[w.memory_id] for w in written if w.created}
 
     async def _source(self, payload: bytes) -> ArchivedEvent:
         try:
@@ -243,46 +278,68 @@ class FactStage:
                 best = (score, doc.event_id)
         return best[1] if best else None
 
-    async def _merge_batch(
-        self, plans: Sequence[_Plan], created: set[str]
-    ) -> dict[str, tuple[str, ...]]:
-        """Record each planned merge as more proof of its fact; new proof per source event.
+    async def _write_batch(
+        self, plans: Sequence[_Plan]
+    ) -> tuple[dict[str, str], dict[str, tuple[str, ...]]]:
+        """The new facts, and one evidence object per planned proof; then the recounts.
 
-        Evidence objects are written together, then each touched fact's proof count is
-        recounted from the archive (so a crash between the two is repaired by the
-        redelivery) and the changed facts go to the index in one bulk upsert. A fact
-        this batch created, with its one proof from this batch, is left as written (with
-        ``proof:1``): recounting it cost a listing and a rewrite of the row just written,
-        for most facts of a batch.
+        Returns the facts created (with the event that created each) and, per source
+        event, the facts it is new proof of.
+        Facts and evidence are written side by side: a crash between the two leaves
+        either evidence whose fact the redelivery writes (and recounts, finding the
+        evidence there) or a fact whose evidence it writes.
         """
         wanted = [(plan, target, position) for plan in plans for target, position in plan.merges]
-        if not wanted:
-            return {}
-        async with self._merging:
-            fresh = await self._evidence_all([(p.event, t, n) for p, t, n in wanted])
-            proofs_of = Counter(target for _, target, _ in wanted)
-            settled = {
-                target
-                for (_, target, _), new in zip(wanted, fresh, strict=True)
-                if new and target in created and proofs_of[target] == 1
-            }
-            touched = sorted({(p.bank_id, t) for p, t, _ in wanted if t not in settled})
-            # Side by side: each recount is an archive listing, mostly waiting.
-            counts = await asyncio.gather(*(self._proofs(b, f) for b, f in touched))
-            patches: dict[str, dict[str, DocumentPatch]] = {}
-            for (bank_id, fact_id), proofs in zip(touched, counts, strict=True):
-                # A patch, not a rewrite: a round's decay or reinforcement of the
-                # fact, written meanwhile, is kept.
-                patches.setdefault(bank_id, {})[fact_id] = DocumentPatch(
-                    add_tags=(f"{PROOF_TAG}{proofs}",), drop_tags_under=(PROOF_TAG,)
-                )
-            if patches:
-                await update_all(self._index, patches)
+        # Both are awaited to their end before a failure is raised: a retry of the
+        # batch must not run beside a write still in flight.
+        created, fresh = await asyncio.gather(
+            self._write_new(plans),
+            self._evidence_all([(p.event, t, n) for p, t, n in wanted]),
+            return_exceptions=True,
+        )
+        if isinstance(created, BaseException):
+            raise created
+        if isinstance(fresh, BaseException):
+            raise fresh
+        await self._recount(wanted, fresh, created)
         merged: dict[str, list[str]] = {}
         for (plan, target, _), new in zip(wanted, fresh, strict=True):
             if new:
                 merged.setdefault(plan.event_id, []).append(target)
-        return {event_id: tuple(targets) for event_id, targets in merged.items()}
+        return created, {event_id: tuple(targets) for event_id, targets in merged.items()}
+
+    async def _recount(
+        self,
+        wanted: Sequence[tuple[_Plan, str, int]],
+        fresh: Sequence[bool],
+        created: Mapping[str, str],
+    ) -> None:
+        """Give each fact that got proof its count, recounted from the archive.
+
+        Recounted, not incremented, so a crash between evidence and count is repaired
+        by the redelivery; the changed facts go to the index in one bulk update. A
+        fact this batch created, with its one proof from this batch, is left as
+        written (with ``proof:1``): recounting it cost a listing and a rewrite of the
+        row just written, for most facts of a batch.
+        """
+        proofs_of = Counter(target for _, target, _ in wanted)
+        settled = {
+            target
+            for (_, target, _), new in zip(wanted, fresh, strict=True)
+            if new and target in created and proofs_of[target] == 1
+        }
+        touched = sorted({(p.bank_id, t) for p, t, _ in wanted if t not in settled})
+        # Side by side: each recount is an archive listing, mostly waiting.
+        counts = await asyncio.gather(*(self._proofs(b, f) for b, f in touched))
+        patches: dict[str, dict[str, DocumentPatch]] = {}
+        for (bank_id, fact_id), proofs in zip(touched, counts, strict=True):
+            # A patch, not a rewrite: a round's decay or reinforcement of the fact,
+            # written meanwhile, is kept.
+            patches.setdefault(bank_id, {})[fact_id] = DocumentPatch(
+                add_tags=(f"{PROOF_TAG}{proofs}",), drop_tags_under=(PROOF_TAG,)
+            )
+        if patches:
+            await update_all(self._index, patches)
 
     async def _evidence_all(self, proofs: Sequence[tuple[ArchivedEvent, str, int]]) -> list[bool]:
         """One evidence object per (source event, fact, position); True where it is new."""

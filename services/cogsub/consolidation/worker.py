@@ -23,7 +23,7 @@ import structlog
 from pydantic import TypeAdapter, ValidationError
 
 from cogsub.bus.ports import Consumer, EventBus, Record
-from cogsub.consolidation.facts import FactStage
+from cogsub.consolidation.facts import FactStage, PlannedBatch
 from cogsub.consolidation.round import ConsolidationRound
 from cogsub.core.errors import CogsubError, FieldProblem, InvalidInputError
 from cogsub.core.events import SafeId
@@ -99,24 +99,30 @@ class ConsolidationWorker:
         await self._bus.ensure_topics([*STAGE1_TOPICS, *CONSOLIDATION_TOPICS])
 
     async def run(self, stop: asyncio.Event) -> None:
-        """Work until ``stop`` is set; what was polled is finished and committed first."""
+        """Work until ``stop`` is set; what was polled is finished and committed first.
+
+        Batches are pipelined: the next batch is polled, read and extracted while the
+        one before it is written and committed. Writes and commits stay in order, one
+        batch at a time, so a commit never covers a batch whose effects are not done.
+        """
         await self.prepare()
         consumer = self._bus.consumer(
             [EXPERIENCE_ENRICHED, CONSOLIDATION_REQUEST], group=self._group
         )
         next_round = time.monotonic() + self._schedule_s
         scheduled: asyncio.Task[None] | None = None
+        finishing: asyncio.Task[None] | None = None
         try:
             while not stop.is_set():
                 records = await self._gather(consumer, stop)
-                extracting = [r for r in records if r.topic == EXPERIENCE_ENRICHED]
-                if extracting:
-                    await self._until_extracted(extracting, stop)
-                for record in records:
-                    if record.topic != EXPERIENCE_ENRICHED:
-                        await self._until_done(record, stop)
+                planned = await self._until_planned(records, stop)
+                # The batch before is awaited only to hand over to this one (or once it
+                # is done): an idle poll goes on polling while it is written.
+                if finishing is not None and (records or finishing.done()):
+                    await finishing  # its failure stops the worker: nothing after it commits
+                    finishing = None
                 if records:
-                    await consumer.commit(records)
+                    finishing = asyncio.create_task(self._finish(records, planned, consumer, stop))
                 if scheduled is not None and scheduled.done():
                     finished: asyncio.Task[None] = scheduled
                     scheduled = None
@@ -125,10 +131,45 @@ class ConsolidationWorker:
                     # A round of a large bank takes seconds: extraction goes on meanwhile.
                     scheduled = asyncio.create_task(self._scheduled_in_background())
                     next_round = time.monotonic() + self._schedule_s
+            if finishing is not None:
+                await finishing
+                finishing = None
         finally:
+            if finishing is not None:
+                # Failing or cancelled: a batch cut off before its commit is delivered
+                # again, and every step of it is idempotent.
+                finishing.cancel()
+                with contextlib.suppress(BaseException):
+                    await finishing
             if scheduled is not None:
                 await self._finish_or_abandon(scheduled)
             await consumer.close()
+
+    async def _until_planned(
+        self, records: list[Record], stop: asyncio.Event
+    ) -> PlannedBatch | None:
+        """The batch's announcements read and extracted (retried while a backend is down)."""
+        extracting = [r.value for r in records if r.topic == EXPERIENCE_ENRICHED]
+        if self._facts is None or not extracting:
+            return None
+        facts = self._facts
+        return await self._retrying(lambda: facts.plan_many(extracting), stop, EXPERIENCE_ENRICHED)
+
+    async def _finish(
+        self,
+        records: list[Record],
+        planned: PlannedBatch | None,
+        consumer: Consumer,
+        stop: asyncio.Event,
+    ) -> None:
+        """Write the batch's facts, run the rounds it requests, then commit it."""
+        if planned is not None and self._facts is not None:
+            extracting = [r for r in records if r.topic == EXPERIENCE_ENRICHED]
+            await self._until_extracted(self._facts, extracting, planned, stop)
+        for record in records:
+            if record.topic != EXPERIENCE_ENRICHED:
+                await self._until_done(record, stop)
+        await consumer.commit(records)
 
     async def _finish_or_abandon(self, scheduled: asyncio.Task[None]) -> None:
         """Give a running round ``stop_grace_s`` to end, then cancel it.
@@ -205,13 +246,12 @@ class ConsolidationWorker:
     async def _until_done(self, record: Record, stop: asyncio.Event) -> None:
         await self._retrying(lambda: self._request(record), stop, record.topic)
 
-    async def _until_extracted(self, records: list[Record], stop: asyncio.Event) -> None:
-        """Extract a batch of announcements together (retrying it whole while a backend is down)."""
-        if self._facts is None:
-            return
-        facts = self._facts
+    async def _until_extracted(
+        self, facts: FactStage, records: list[Record], planned: PlannedBatch, stop: asyncio.Event
+    ) -> None:
+        """Write a planned batch (retrying it whole while a backend is down)."""
         outcomes = await self._retrying(
-            lambda: facts.handle_many([r.value for r in records]), stop, EXPERIENCE_ENRICHED
+            lambda: facts.write_planned(planned), stop, EXPERIENCE_ENRICHED
         )
         for record, outcome in zip(records, outcomes, strict=True):
             if isinstance(outcome, ExtractionRejected):

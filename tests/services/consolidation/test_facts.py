@@ -126,14 +126,35 @@ async def test_a_new_fact_is_born_with_its_proof_and_only_repeats_are_recounted(
         assert not isinstance(new, Exception) and len(new.created) == 1
         assert counting.patched == []  # a new fact with its one proof: not rewritten
         assert await proofs(new.created[0]) == ["proof:1"]
-        first, _ = await facts.handle_many([lisbon, lisbon_again])
-        assert not isinstance(first, Exception)
+        first, second = await facts.handle_many([lisbon, lisbon_again])
+        assert not isinstance(first, Exception) and not isinstance(second, Exception)
         (fact_id,) = first.created
+        assert second.created == () and second.merged == (fact_id,)  # the first source wins
         assert counting.patched == [fact_id]  # new, and said twice in the batch: recounted
         assert await proofs(fact_id) == ["proof:2"]
         (again,) = await facts.handle_many([lisbon_again])  # a redelivery adds no proof
         assert not isinstance(again, Exception) and again.merged == ()
         assert await proofs(fact_id) == ["proof:2"]
+
+
+async def test_a_batch_planned_while_the_one_before_is_written_adds_its_proof(
+    tmp_path: Path,
+) -> None:
+    # The worker plans batch N+1 while batch N is written: both plan the same new fact.
+    async with consolidation_stack(tmp_path) as stack:
+        await _say(stack, "Caroline: My sister lives in Lisbon.", memory_id="turn-1")
+        await _say(stack, "Caroline: my sister lives in Lisbon!", memory_id="turn-2")
+        first, second = await _enriched(stack, 2)
+        planned_first = await stack.facts.plan_many([first])
+        planned_second = await stack.facts.plan_many([second])
+        (created,) = await stack.facts.write_planned(planned_first)
+        (merged,) = await stack.facts.write_planned(planned_second)
+        assert not isinstance(created, Exception) and not isinstance(merged, Exception)
+        (fact_id,) = created.created
+        assert merged.created == () and merged.merged == (fact_id,)
+        doc = await stack.index.get(BANK, fact_id)
+        assert doc is not None and [t for t in doc.tags if t.startswith("proof:")] == ["proof:2"]
+        assert await stack.index.count(BANK) == 3  # two raw turns and one fact
 
 
 async def test_typed_memories_are_not_extracted(tmp_path: Path) -> None:

@@ -5,15 +5,17 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 
 from cogsub.bus.ports import Record
 from cogsub.consolidation import ConsolidationRound, ConsolidationWorker, FactStage, request_payload
+from cogsub.consolidation.facts import ExtractionOutcome, PlannedBatch
+from cogsub.core.errors import CogsubError
 from cogsub.core.events import FactType
 from cogsub.core.memory import ConsolidationReport, RetainRequest
-from cogsub.core.topics import CONSOLIDATION_DLQ, CONSOLIDATION_REQUEST
+from cogsub.core.topics import CONSOLIDATION_DLQ, CONSOLIDATION_REQUEST, EXPERIENCE_ENRICHED
 from cogsub.extraction.llm import LLMExtractor
 from tests.fixtures.chat_server import ChatServer
 from tests.services.consolidation.stack import ConsolidationStack, consolidation_stack
@@ -239,3 +241,77 @@ async def test_rounds_of_one_bank_never_overlap(tmp_path: Path) -> None:
         rounds.gate.set()
         await asyncio.gather(first, second, other)
         assert sorted(rounds.started) == sorted([BANK, BANK, "other-bank"])
+
+
+class GatedWrites:
+    """The stack's fact stage, each batch's write held until the test opens the gate."""
+
+    def __init__(self, inner: FactStage) -> None:
+        self.inner = inner
+        self.gate = asyncio.Event()
+        self.planned = 0
+        self.writes: list[str] = []  # "start" and "end" of each write, in order
+
+    async def plan_many(self, payloads: Sequence[bytes]) -> PlannedBatch:
+        planned = await self.inner.plan_many(payloads)
+        self.planned += 1
+        return planned
+
+    async def write_planned(self, batch: PlannedBatch) -> list[ExtractionOutcome | CogsubError]:
+        self.writes.append("start")
+        await self.gate.wait()
+        try:
+            return await self.inner.write_planned(batch)
+        finally:
+            self.writes.append("end")
+
+
+async def test_the_next_batch_is_planned_while_one_is_written_and_commits_wait(
+    tmp_path: Path,
+) -> None:
+    async with consolidation_stack(tmp_path) as stack:
+        facts = GatedWrites(stack.facts)
+        group = "consolidation-pipelined"
+        worker = ConsolidationWorker(
+            bus=stack.bus,
+            rounds=stack.rounds,
+            facts=facts,  # type: ignore[arg-type]
+            group=group,
+            poll_timeout_s=0.02,
+            linger_s=0.0,
+        )
+        stop = asyncio.Event()
+        task = asyncio.create_task(worker.run(stop))
+
+        async def retain(n: int) -> None:
+            content = f"Caroline moved the billing cron job to 0{n}:00 on the staging cluster."
+            request = RetainRequest(content=content, memory_id=f"t{n}", timestamp=MAY_8, wait=True)
+            await stack.service.retain(BANK, request)
+
+        async def lag() -> int:
+            return (await stack.bus.topic_stats(EXPERIENCE_ENRICHED, group=group)).lag
+
+        async def first_write_held() -> bool:
+            return facts.writes == ["start"]
+
+        async def second_planned() -> bool:
+            return facts.planned == 2
+
+        async def all_committed() -> bool:
+            return await lag() == 0 and len(facts.writes) == 4
+
+        try:
+            await retain(1)
+            await _until(first_write_held)
+            await retain(2)
+            await _until(second_planned)  # planned while the first batch is being written
+            assert facts.writes == ["start"]  # but its write waits for the one before it
+            assert await lag() == 2  # and nothing is committed before its effects
+            facts.gate.set()
+            await _until(all_committed)
+            assert facts.writes == ["start", "end", "start", "end"]
+            assert await stack.index.count(BANK) == 4  # two turns, a fact from each
+        finally:
+            facts.gate.set()
+            stop.set()
+            await task
