@@ -8,7 +8,7 @@ The :class:`FactExtractor` port and its two adapters:
 
 from cogsub.extraction.dates import DateMention, format_day, resolve_dates
 from cogsub.extraction.llm import LLMExtractor
-from cogsub.extraction.offline import OfflineExtractor, extract_facts
+from cogsub.extraction.offline import OfflineExtractor, extract_facts, states_facts
 from cogsub.extraction.ports import (
     EXTRACTED_TYPES,
     ExtractedFact,
@@ -29,4 +29,5 @@ __all__ = [
     "extract_facts",
     "format_day",
     "resolve_dates",
+    "states_facts",
 ]

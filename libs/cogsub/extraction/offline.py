@@ -20,6 +20,7 @@ a random number.
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Iterator
 from datetime import datetime
 
 from cogsub.core.events import EventType, FactType
@@ -37,7 +38,7 @@ from cogsub.extraction.clauses import (
 from cogsub.extraction.dates import annotate_dates, resolve_dates
 from cogsub.extraction.ports import ExtractedFact, ExtractionInput
 
-__all__ = ["MAX_FACT_LENGTH", "OfflineExtractor", "extract_facts"]
+__all__ = ["MAX_FACT_LENGTH", "OfflineExtractor", "extract_facts", "states_facts"]
 
 MAX_FACT_LENGTH = 2000
 """Longest fact text (characters); a longer clause is cut at a word boundary."""
@@ -108,6 +109,26 @@ def extract_facts(item: ExtractionInput) -> list[ExtractedFact]:
     """
     facts: list[ExtractedFact] = []
     seen: set[str] = set()
+    for clause, speaker, agent in _statements(item):
+        fact = _fact(clause, speaker=speaker, agent=agent, event_time=item.event_time)
+        key = fact.text.casefold()
+        if key not in seen:
+            seen.add(key)
+            facts.append(fact)
+    return facts
+
+
+def states_facts(item: ExtractionInput) -> bool:
+    """Whether ``extract_facts`` finds any fact in ``item``, without building them.
+
+    The same reading stopped at the first statement: what a fact costs beyond it
+    (dates resolved, entities found) is most of extraction's time.
+    """
+    return next(_statements(item), None) is not None
+
+
+def _statements(item: ExtractionInput) -> Iterator[tuple[str, str | None, bool]]:
+    """Each clause that states something, with its speaker and whether an agent said it."""
     prefix: str | None = None
     for line in item.text.translate(_NORMALISE).splitlines():
         named, body = split_speaker(line)
@@ -119,14 +140,8 @@ def extract_facts(item: ExtractionInput) -> list[ExtractedFact]:
             if is_question(sentence):
                 continue
             for clause in split_clauses(strip_interjections(sentence)):
-                if not is_statement(clause):
-                    continue
-                fact = _fact(clause, speaker=speaker, agent=agent, event_time=item.event_time)
-                key = fact.text.casefold()
-                if key not in seen:
-                    seen.add(key)
-                    facts.append(fact)
-    return facts
+                if is_statement(clause):
+                    yield clause, speaker, agent
 
 
 class OfflineExtractor:

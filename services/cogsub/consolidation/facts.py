@@ -36,7 +36,7 @@ from cogsub.core.derived import (
 from cogsub.core.errors import CogsubError, FieldProblem, InvalidInputError, ObjectExistsError
 from cogsub.core.events import ArchivedEvent, EventType
 from cogsub.embeddings.ports import Embedder
-from cogsub.extraction.offline import extract_facts
+from cogsub.extraction.offline import states_facts
 from cogsub.extraction.ports import ExtractedFact, ExtractionInput, FactExtractor
 from cogsub.index.ports import DocumentPatch, MemoryIndex, SearchFilters
 
@@ -183,7 +183,7 @@ class FactStage:
             event_type=event.type,
             speaker=event.context.user_id or event.context.agent_id,
         )
-        if not extract_facts(item):
+        if not states_facts(item):
             # Greetings, questions, fillers: nothing states a fact, so no model is asked
             # (an LLM's empty answer is a rejection, and this is not one).
             plan.skipped = "states no facts"

@@ -18,6 +18,7 @@ def test_public_names_are_pinned() -> None:
         "extract_facts",
         "format_day",
         "resolve_dates",
+        "states_facts",
     ]
 
 

@@ -17,6 +17,7 @@ from cogsub.extraction import (
     FactExtractor,
     OfflineExtractor,
     extract_facts,
+    states_facts,
 )
 from cogsub.extraction.offline import MAX_FACT_LENGTH
 
@@ -279,6 +280,7 @@ def test_never_raises_and_is_deterministic(
     source = ExtractionInput("evt-h", text, when, event_type, speaker)
     first = asyncio.run(OfflineExtractor().extract(source))
     assert first == extract_facts(source)
+    assert states_facts(source) is bool(first)  # the cheap check extraction's gate uses
     for fact in first:
         assert 1 < len(fact.text) <= MAX_FACT_LENGTH
         assert fact.text.endswith(".")
