@@ -1,7 +1,7 @@
 """Retrieval feedback off the answer's path: counts are coalesced and written in the background.
 
 Every recall marks the memories it returned; a single background task writes the
-accumulated increments (one bulk update per bank per flush, one increment per
+accumulated increments (one bulk update across banks per flush, one increment per
 memory however often it was returned meanwhile), so recall latency never
 includes an index write and a burst of recalls costs a bounded number of writes.
 """
@@ -15,6 +15,7 @@ from collections.abc import Sequence
 
 import structlog
 
+from cogsub.bulk import update_all
 from cogsub.index.ports import DocumentPatch, MemoryIndex
 
 log = structlog.get_logger("cogsub.recall")
@@ -50,22 +51,27 @@ class RetrievalFeedback:
             self._wake.clear()
 
     async def flush(self) -> None:
-        """Write every pending increment now: one bulk update per bank."""
+        """Write every pending increment now, in one bulk update across banks.
+
+        One, not one per bank: each write waits its turn at the index's one writer
+        behind ingestion's, and recalls over ten banks had made ten of them a flush.
+        """
         pending, self._pending = self._pending, Counter()
         by_bank: dict[str, dict[str, DocumentPatch]] = {}
         for (bank_id, memory_id), count in sorted(pending.items()):
             patch = DocumentPatch(retrieval_count_increment=count)
             by_bank.setdefault(bank_id, {})[memory_id] = patch
-        for bank_id, patches in by_bank.items():
-            try:
-                await self._index.update_many(bank_id, patches)
-            except Exception as exc:  # feedback is best effort; recall already answered
-                log.warning(
-                    "retrieval_feedback_failed",
-                    bank_id=bank_id,
-                    memories=len(patches),
-                    error=str(exc),
-                )
+        if not by_bank:
+            return
+        try:
+            await update_all(self._index, by_bank)
+        except Exception as exc:  # feedback is best effort; recall already answered
+            log.warning(
+                "retrieval_feedback_failed",
+                banks=len(by_bank),
+                memories=sum(len(p) for p in by_bank.values()),
+                error=str(exc),
+            )
 
     async def drain(self) -> None:
         """Flush what is pending and stop the background task (before closing the index)."""

@@ -116,7 +116,8 @@ async def test_a_pass_cut_short_resumes_after_its_last_page_and_decays_each_memo
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setattr(round_module, "SCAN_PAGE", 2)
-    monkeypatch.setattr(round_module, "DECAY_RECORD_EVERY_S", 0.0)  # a record after every page
+    monkeypatch.setattr(round_module, "DECAY_WRITE_EVERY", 2)  # a write after every page
+    monkeypatch.setattr(round_module, "DECAY_RECORD_EVERY_S", 0.0)  # and a record after each
     async with consolidation_stack(tmp_path) as stack:
         for text in _UNRELATED:
             request = RetainRequest(
@@ -138,6 +139,45 @@ async def test_a_pass_cut_short_resumes_after_its_last_page_and_decays_each_memo
         assert [d.decay_factor for d in old] == [pytest.approx(0.9)] * len(old)
         assert report.decayed == len(old) - 4  # two pages of two were done before the cut
         assert [k async for k in stack.archive.list(pages)] == []  # gone once the epoch is done
+
+
+class _CountsDecayWrites:
+    """The index, noting the size of each write of decay alone."""
+
+    def __init__(self, index: MemoryIndex) -> None:
+        self._index = index
+        self.writes: list[int] = []
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._index, name)
+
+    async def update_many(self, bank_id: str, patches: Mapping[str, DocumentPatch]) -> int:
+        if all(p == DocumentPatch(decay_factor=p.decay_factor) for p in patches.values()):
+            self.writes.append(len(patches))
+        return await self._index.update_many(bank_id, patches)
+
+
+async def test_a_pass_writes_many_pages_at_once_and_decays_every_old_memory(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(round_module, "SCAN_PAGE", 2)
+    monkeypatch.setattr(round_module, "DECAY_WRITE_EVERY", 5)
+    async with consolidation_stack(tmp_path) as stack:
+        for text in _UNRELATED:
+            request = RetainRequest(
+                content=text, fact_type=FactType.WORLD, timestamp=NOW - timedelta(days=3), wait=True
+            )
+            await stack.service.retain(BANK, request)
+        await stack.rounds.run(BANK, decay=False)
+        counting = _CountsDecayWrites(stack.index)
+        report = await stack.round_over(cast(MemoryIndex, counting), stack.archive).run(BANK)
+        docs = await stack.index.scan(SearchFilters(bank_id=BANK), size=100)
+        old = [d for d in docs if d.timestamp < format_timestamp(NOW - timedelta(days=1))]
+        assert len(old) >= len(_UNRELATED)
+        assert [d.decay_factor for d in old] == [pytest.approx(0.9)] * len(old)
+        # Pages of two gathered into writes of at least five, the rest in a last one.
+        assert sum(counting.writes) == report.decayed == len(old)
+        assert all(n >= 5 for n in counting.writes[:-1]) and len(counting.writes) < len(old) / 2
 
 
 async def test_a_round_bounded_by_max_scan_reads_the_most_alive_memories(tmp_path: Path) -> None:
