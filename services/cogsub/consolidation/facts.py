@@ -155,6 +155,8 @@ class FactStage:
         """
         plans = [p for p in batch.results if isinstance(p, _Plan)]
         async with self._writing:
+            if self._semantic:
+                await asyncio.gather(*(self._reworded_since_planned(p) for p in plans))
             created, merges = await self._write_batch(plans)
         outcomes: list[ExtractionOutcome | CogsubError] = []
         for result in batch.results:
@@ -254,6 +256,26 @@ class FactStage:
             details=details,
             session_id=event.context.session_id,
         )
+
+    async def _reworded_since_planned(self, plan: _Plan) -> None:
+        """Turn a planned new fact into proof of a rewording written since it was planned.
+
+        The batch before was written while this one was planned, so the search then
+        could not see its facts: with a semantic embedder it is done again here, in
+        turn. (The same id is caught by the write itself.)
+        """
+        still_new: list[tuple[DerivedMemory, list[float]]] = []
+        for memory, vector in plan.new:
+            fact = ExtractedFact(memory.text, memory.fact_type)
+            near = await self._near_duplicate(fact, vector, plan.bank_id)
+            if near is None or near == memory.memory_id:
+                still_new.append((memory, vector))
+                continue
+            plan.merges = [
+                (near if target == memory.memory_id else target, position)
+                for target, position in plan.merges
+            ]
+        plan.new = still_new
 
     async def _near_duplicate(
         self, fact: ExtractedFact, vector: list[float], bank_id: str

@@ -119,8 +119,8 @@ class ConsolidationWorker:
                 # The batch before is awaited only to hand over to this one (or once it
                 # is done): an idle poll goes on polling while it is written.
                 if finishing is not None and (records or finishing.done()):
-                    await finishing  # its failure stops the worker: nothing after it commits
-                    finishing = None
+                    current, finishing = finishing, None
+                    await current  # its failure stops the worker: nothing after it commits
                 if records:
                     finishing = asyncio.create_task(self._finish(records, planned, consumer, stop))
                 if scheduled is not None and scheduled.done():
@@ -132,18 +132,32 @@ class ConsolidationWorker:
                     scheduled = asyncio.create_task(self._scheduled_in_background())
                     next_round = time.monotonic() + self._schedule_s
             if finishing is not None:
-                await finishing
-                finishing = None
+                current, finishing = finishing, None
+                await current
         finally:
             if finishing is not None:
-                # Failing or cancelled: a batch cut off before its commit is delivered
-                # again, and every step of it is idempotent.
-                finishing.cancel()
-                with contextlib.suppress(BaseException):
-                    await finishing
+                await self._finish_or_cancel(finishing)
             if scheduled is not None:
                 await self._finish_or_abandon(scheduled)
             await consumer.close()
+
+    async def _finish_or_cancel(self, finishing: asyncio.Task[None]) -> None:
+        """The batch in flight when the loop failed (planning the next one, say): time to land.
+
+        Its writes may well succeed where planning failed; it is given ``stop_grace_s``.
+        A batch cut off before its commit is delivered again, and every step of it is
+        idempotent.
+        """
+        done, _ = await asyncio.wait({finishing}, timeout=self._stop_grace_s)
+        if not done:
+            log.warning("consolidation_batch_abandoned", grace_s=self._stop_grace_s)
+            finishing.cancel()
+        try:
+            await finishing
+        except asyncio.CancelledError:
+            pass
+        except Exception:
+            log.exception("consolidation_batch_failed")
 
     async def _until_planned(
         self, records: list[Record], stop: asyncio.Event

@@ -66,6 +66,9 @@ class RetrievalFeedback:
         try:
             await update_all(self._index, by_bank)
         except Exception as exc:  # feedback is best effort; recall already answered
+            # Not retried bank by bank: an adapter whose bulk update is not atomic may
+            # have written some banks already, and counting them twice is worse than
+            # losing one flush (an index that fails, fails them all alike).
             log.warning(
                 "retrieval_feedback_failed",
                 banks=len(by_bank),

@@ -141,6 +141,33 @@ async def test_a_pass_cut_short_resumes_after_its_last_page_and_decays_each_memo
         assert [k async for k in stack.archive.list(pages)] == []  # gone once the epoch is done
 
 
+async def test_a_pass_cut_short_between_gathered_writes_resumes_after_the_last_written(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(round_module, "SCAN_PAGE", 2)
+    monkeypatch.setattr(round_module, "DECAY_WRITE_EVERY", 5)  # three pages to a write
+    monkeypatch.setattr(round_module, "DECAY_RECORD_EVERY_S", 0.0)
+    async with consolidation_stack(tmp_path) as stack:
+        for text in _UNRELATED:
+            request = RetainRequest(
+                content=text, fact_type=FactType.WORLD, timestamp=NOW - timedelta(days=3), wait=True
+            )
+            await stack.service.retain(BANK, request)
+        await stack.rounds.run(BANK, decay=False)
+        cut = _StopsAfterPages(stack.index, pages=1)  # one write, then the cut
+        with pytest.raises(asyncio.CancelledError):
+            await stack.round_over(cast(MemoryIndex, cut), stack.archive).run(BANK)
+        pages = decay_pages_prefix(BANK, epoch_of(NOW, stack.rounds.policy.epoch))
+        assert len([k async for k in stack.archive.list(pages)]) == 1  # after the write only
+
+        report = await stack.rounds.run(BANK)
+        docs = await stack.index.scan(SearchFilters(bank_id=BANK), size=100)
+        old = [d for d in docs if d.timestamp < format_timestamp(NOW - timedelta(days=1))]
+        assert len(old) >= len(_UNRELATED)
+        assert [d.decay_factor for d in old] == [pytest.approx(0.9)] * len(old)  # once each
+        assert report.decayed == len(old) - 6  # the three pages of the first write
+
+
 class _CountsDecayWrites:
     """The index, noting the size of each write of decay alone."""
 

@@ -157,6 +157,33 @@ async def test_a_batch_planned_while_the_one_before_is_written_adds_its_proof(
         assert await stack.index.count(BANK) == 3  # two raw turns and one fact
 
 
+async def test_a_rewording_planned_while_the_fact_is_written_is_merged_into_it(
+    tmp_path: Path,
+) -> None:
+    async with consolidation_stack(tmp_path) as stack:
+        facts = FactStage(
+            archive=stack.archive,
+            index=stack.index,
+            embedder=stack.embedder,
+            extractor=OfflineExtractor(),
+            writer=stack.writer,
+            semantic=True,  # near-duplicates are searched for, not only the same id
+        )
+        await _say(stack, "Caroline: My sister lives in Lisbon with two cats.", memory_id="t-1")
+        await _say(stack, "Caroline: My sister lives in Lisbon with two cats now.", memory_id="t-2")
+        first, second = await _enriched(stack, 2)
+        planned_first = await facts.plan_many([first])
+        planned_second = await facts.plan_many([second])  # cannot see the first's fact yet
+        (created,) = await facts.write_planned(planned_first)
+        (merged,) = await facts.write_planned(planned_second)
+        assert not isinstance(created, Exception) and not isinstance(merged, Exception)
+        (fact_id,) = created.created
+        assert merged.created == () and merged.merged == (fact_id,)
+        doc = await stack.index.get(BANK, fact_id)
+        assert doc is not None and [t for t in doc.tags if t.startswith("proof:")] == ["proof:2"]
+        assert await stack.index.count(BANK) == 3
+
+
 async def test_typed_memories_are_not_extracted(tmp_path: Path) -> None:
     async with consolidation_stack(tmp_path) as stack:
         await _say(

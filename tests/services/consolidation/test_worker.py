@@ -9,6 +9,8 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 
+import pytest
+
 from cogsub.bus.ports import Record
 from cogsub.consolidation import ConsolidationRound, ConsolidationWorker, FactStage, request_payload
 from cogsub.consolidation.facts import ExtractionOutcome, PlannedBatch
@@ -315,3 +317,54 @@ async def test_the_next_batch_is_planned_while_one_is_written_and_commits_wait(
             facts.gate.set()
             stop.set()
             await task
+
+
+class FailsSecondPlan(GatedWrites):
+    """Gated writes, and the second batch's planning hits a bug."""
+
+    async def plan_many(self, payloads: Sequence[bytes]) -> PlannedBatch:
+        if self.planned == 1:
+            self.planned += 1
+            raise RuntimeError("a bug in planning")
+        return await super().plan_many(payloads)
+
+
+async def test_a_failure_planning_the_next_batch_lets_the_one_in_flight_commit(
+    tmp_path: Path,
+) -> None:
+    async with consolidation_stack(tmp_path) as stack:
+        facts = FailsSecondPlan(stack.facts)
+        group = "consolidation-failing-plan"
+        worker = ConsolidationWorker(
+            bus=stack.bus,
+            rounds=stack.rounds,
+            facts=facts,  # type: ignore[arg-type]
+            group=group,
+            poll_timeout_s=0.02,
+            linger_s=0.0,
+        )
+        task = asyncio.create_task(worker.run(asyncio.Event()))
+
+        async def retain(n: int) -> None:
+            content = f"Caroline moved the billing cron job to 0{n}:00 on the staging cluster."
+            request = RetainRequest(content=content, memory_id=f"t{n}", timestamp=MAY_8, wait=True)
+            await stack.service.retain(BANK, request)
+
+        async def first_write_held() -> bool:
+            return facts.writes == ["start"]
+
+        await retain(1)
+        await _until(first_write_held)
+
+        async def second_planned() -> bool:
+            return facts.planned == 2
+
+        await retain(2)
+        await _until(second_planned)
+        facts.gate.set()  # the loop has failed; the batch in flight is given time to land
+        with pytest.raises(RuntimeError, match="a bug in planning"):
+            async with asyncio.timeout(20):
+                await task
+        assert facts.writes == ["start", "end"]
+        stats = await stack.bus.topic_stats(EXPERIENCE_ENRICHED, group=group)
+        assert stats.lag == 1  # the first batch committed, the failed one delivered again
