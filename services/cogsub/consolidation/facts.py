@@ -306,10 +306,10 @@ class FactStage:
         """The new facts, and one evidence object per planned proof; then the recounts.
 
         Returns the facts created (with the event that created each) and, per source
-        event, the facts it is new proof of.
-        Facts and evidence are written side by side: a crash between the two leaves
-        either evidence whose fact the redelivery writes (and recounts, finding the
-        evidence there) or a fact whose evidence it writes.
+        event, the facts it is new proof of. Facts and evidence are written side by
+        side: a crash between the two leaves either evidence whose fact the
+        redelivery writes (and recounts, finding the evidence there) or a fact whose
+        evidence it writes.
         """
         wanted = [(plan, target, position) for plan in plans for target, position in plan.merges]
         # Both are awaited to their end before a failure is raised: a retry of the

@@ -484,15 +484,15 @@ class ConsolidationRound:
     async def _decay(self, bank_id: str, progress: _Progress) -> None:
         """One epoch of decay for the whole bank, at most once per epoch.
 
-        The bank is read a page at a time and written ``DECAY_WRITE_EVERY`` memories at
-        a time: under load each write waits its turn behind ingestion's, and one per
-        page of 500 made a pass over a bank of 20-35k memories take 14-30 s in the soak. After a
-        write, once ``DECAY_RECORD_EVERY_S`` have passed, the pass records where it
-        is in the archive (the cursor after the last page written), so a pass cut
-        short (a stopping worker, a crash) resumes there: only what came after that
-        record, not the bank, is decayed twice. Each record is a durable archive
-        write, so not one per write. The records go once the epoch's marker is
-        written.
+        The bank is read a page at a time and written ``DECAY_WRITE_EVERY`` memories
+        at a time: under load each write waits its turn behind ingestion's, and one
+        write per page of 500 made the pass over a bank of 20-35k memories take
+        14-22 s in the soak. After a write, once ``DECAY_RECORD_EVERY_S`` have passed,
+        the pass records where it is in the archive (the cursor after the last page
+        written), so a pass cut short (a stopping worker, a crash) resumes there:
+        only what came after that record, not the bank, is decayed twice. Each
+        record is a durable archive write, so not one per write. The records go
+        once the epoch's marker is written.
         """
         epoch = epoch_of(self._clock(), self.policy.epoch)
         begins = epoch_start(epoch, self.policy.epoch)

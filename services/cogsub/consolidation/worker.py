@@ -136,28 +136,10 @@ class ConsolidationWorker:
                 await current
         finally:
             if finishing is not None:
-                await self._finish_or_cancel(finishing)
+                await self._within_grace(finishing, "batch")
             if scheduled is not None:
-                await self._finish_or_abandon(scheduled)
+                await self._within_grace(scheduled, "round")
             await consumer.close()
-
-    async def _finish_or_cancel(self, finishing: asyncio.Task[None]) -> None:
-        """The batch in flight when the loop failed (planning the next one, say): time to land.
-
-        Its writes may well succeed where planning failed; it is given ``stop_grace_s``.
-        A batch cut off before its commit is delivered again, and every step of it is
-        idempotent.
-        """
-        done, _ = await asyncio.wait({finishing}, timeout=self._stop_grace_s)
-        if not done:
-            log.warning("consolidation_batch_abandoned", grace_s=self._stop_grace_s)
-            finishing.cancel()
-        try:
-            await finishing
-        except asyncio.CancelledError:
-            pass
-        except Exception:
-            log.exception("consolidation_batch_failed")
 
     async def _until_planned(
         self, records: list[Record], stop: asyncio.Event
@@ -185,23 +167,25 @@ class ConsolidationWorker:
                 await self._until_done(record, stop)
         await consumer.commit(records)
 
-    async def _finish_or_abandon(self, scheduled: asyncio.Task[None]) -> None:
-        """Give a running round ``stop_grace_s`` to end, then cancel it.
+    async def _within_grace(self, task: asyncio.Task[None], what: str) -> None:
+        """Give ``task`` (a round, or a batch's writes) ``stop_grace_s`` to end, then cancel it.
 
-        A cancelled round is completed by a later one (its outputs have input-derived
-        ids); a decay cut off mid-bank resumes at its last record of where it was, so
-        only the pages since that record are decayed again.
+        Nothing is lost either way. A cancelled round is completed by a later one (its
+        outputs have input-derived ids), and a decay cut off mid-bank resumes at its
+        last record of where it was. A batch cut off before its commit is delivered
+        again, and every step of it is idempotent. A batch is given the time because
+        its writes may well succeed where planning the next one failed.
         """
-        done, _ = await asyncio.wait({scheduled}, timeout=self._stop_grace_s)
+        done, _ = await asyncio.wait({task}, timeout=self._stop_grace_s)
         if not done:
-            log.warning("consolidation_round_abandoned", grace_s=self._stop_grace_s)
-            scheduled.cancel()
+            log.warning(f"consolidation_{what}_abandoned", grace_s=self._stop_grace_s)
+            task.cancel()
         try:
-            await scheduled
+            await task
         except asyncio.CancelledError:
             pass
         except Exception:
-            log.exception("consolidation_round_failed")
+            log.exception(f"consolidation_{what}_failed")
 
     async def _scheduled_in_background(self) -> None:
         """The scheduled rounds; a bank whose backend is down waits for the next schedule."""

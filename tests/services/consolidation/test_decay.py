@@ -14,10 +14,11 @@ from cogsub.consolidation import ConsolidationPolicy
 from cogsub.consolidation import round as round_module
 from cogsub.consolidation.decay import decayed, epoch_of
 from cogsub.core.derived import decay_pages_prefix
+from cogsub.core.documents import IndexDocument
 from cogsub.core.events import FactType, format_timestamp
 from cogsub.core.memory import FeedbackRequest, FeedbackSignal, RetainRequest
 from cogsub.index.ports import DocumentPatch, MemoryIndex, SearchFilters
-from tests.services.consolidation.stack import NOW, consolidation_stack
+from tests.services.consolidation.stack import NOW, ConsolidationStack, consolidation_stack
 
 BANK = "decay"
 
@@ -94,6 +95,24 @@ _UNRELATED = [
 ]
 
 
+async def _retain_old_unrelated(stack: ConsolidationStack) -> None:
+    """``_UNRELATED`` as world memories of three days ago, and what a round derives first."""
+    for text in _UNRELATED:
+        request = RetainRequest(
+            content=text, fact_type=FactType.WORLD, timestamp=NOW - timedelta(days=3), wait=True
+        )
+        await stack.service.retain(BANK, request)
+    await stack.rounds.run(BANK, decay=False)  # whatever else a round derives, first
+
+
+async def _old_memories(stack: ConsolidationStack) -> list[IndexDocument]:
+    """The bank's memories from before the current epoch (every one of ``_UNRELATED``)."""
+    docs = await stack.index.scan(SearchFilters(bank_id=BANK), size=100)
+    old = [d for d in docs if d.timestamp < format_timestamp(NOW - timedelta(days=1))]
+    assert len(old) >= len(_UNRELATED)
+    return old
+
+
 class _StopsAfterPages:
     """The index, until ``pages`` pages of decay are written; then the pass is cut short."""
 
@@ -119,12 +138,7 @@ async def test_a_pass_cut_short_resumes_after_its_last_page_and_decays_each_memo
     monkeypatch.setattr(round_module, "DECAY_WRITE_EVERY", 2)  # a write after every page
     monkeypatch.setattr(round_module, "DECAY_RECORD_EVERY_S", 0.0)  # and a record after each
     async with consolidation_stack(tmp_path) as stack:
-        for text in _UNRELATED:
-            request = RetainRequest(
-                content=text, fact_type=FactType.WORLD, timestamp=NOW - timedelta(days=3), wait=True
-            )
-            await stack.service.retain(BANK, request)
-        await stack.rounds.run(BANK, decay=False)  # whatever else a round derives, first
+        await _retain_old_unrelated(stack)  # whatever else a round derives, first
         cut = _StopsAfterPages(stack.index, pages=2)
         with pytest.raises(asyncio.CancelledError):
             await stack.round_over(cast(MemoryIndex, cut), stack.archive).run(BANK)
@@ -132,9 +146,7 @@ async def test_a_pass_cut_short_resumes_after_its_last_page_and_decays_each_memo
         assert len([k async for k in stack.archive.list(pages)]) == 2
 
         report = await stack.rounds.run(BANK)
-        docs = await stack.index.scan(SearchFilters(bank_id=BANK), size=100)
-        old = [d for d in docs if d.timestamp < format_timestamp(NOW - timedelta(days=1))]
-        assert len(old) >= len(_UNRELATED)
+        old = await _old_memories(stack)
         # Once each: the first two pages are not decayed again (0.81) on resuming.
         assert [d.decay_factor for d in old] == [pytest.approx(0.9)] * len(old)
         assert report.decayed == len(old) - 4  # two pages of two were done before the cut
@@ -148,12 +160,7 @@ async def test_a_pass_cut_short_between_gathered_writes_resumes_after_the_last_w
     monkeypatch.setattr(round_module, "DECAY_WRITE_EVERY", 5)  # three pages to a write
     monkeypatch.setattr(round_module, "DECAY_RECORD_EVERY_S", 0.0)
     async with consolidation_stack(tmp_path) as stack:
-        for text in _UNRELATED:
-            request = RetainRequest(
-                content=text, fact_type=FactType.WORLD, timestamp=NOW - timedelta(days=3), wait=True
-            )
-            await stack.service.retain(BANK, request)
-        await stack.rounds.run(BANK, decay=False)
+        await _retain_old_unrelated(stack)
         cut = _StopsAfterPages(stack.index, pages=1)  # one write, then the cut
         with pytest.raises(asyncio.CancelledError):
             await stack.round_over(cast(MemoryIndex, cut), stack.archive).run(BANK)
@@ -161,9 +168,7 @@ async def test_a_pass_cut_short_between_gathered_writes_resumes_after_the_last_w
         assert len([k async for k in stack.archive.list(pages)]) == 1  # after the write only
 
         report = await stack.rounds.run(BANK)
-        docs = await stack.index.scan(SearchFilters(bank_id=BANK), size=100)
-        old = [d for d in docs if d.timestamp < format_timestamp(NOW - timedelta(days=1))]
-        assert len(old) >= len(_UNRELATED)
+        old = await _old_memories(stack)
         assert [d.decay_factor for d in old] == [pytest.approx(0.9)] * len(old)  # once each
         assert report.decayed == len(old) - 6  # the three pages of the first write
 
@@ -190,17 +195,10 @@ async def test_a_pass_writes_many_pages_at_once_and_decays_every_old_memory(
     monkeypatch.setattr(round_module, "SCAN_PAGE", 2)
     monkeypatch.setattr(round_module, "DECAY_WRITE_EVERY", 5)
     async with consolidation_stack(tmp_path) as stack:
-        for text in _UNRELATED:
-            request = RetainRequest(
-                content=text, fact_type=FactType.WORLD, timestamp=NOW - timedelta(days=3), wait=True
-            )
-            await stack.service.retain(BANK, request)
-        await stack.rounds.run(BANK, decay=False)
+        await _retain_old_unrelated(stack)
         counting = _CountsDecayWrites(stack.index)
         report = await stack.round_over(cast(MemoryIndex, counting), stack.archive).run(BANK)
-        docs = await stack.index.scan(SearchFilters(bank_id=BANK), size=100)
-        old = [d for d in docs if d.timestamp < format_timestamp(NOW - timedelta(days=1))]
-        assert len(old) >= len(_UNRELATED)
+        old = await _old_memories(stack)
         assert [d.decay_factor for d in old] == [pytest.approx(0.9)] * len(old)
         # Pages of two gathered into writes of at least five, the rest in a last one.
         assert sum(counting.writes) == report.decayed == len(old)

@@ -77,6 +77,13 @@ async def _dead_letters(stack: ConsolidationStack, count: int) -> list[Record]:
     return found
 
 
+async def _retain_turn(stack: ConsolidationStack, n: int) -> None:
+    """Turn ``n`` of the worker tests: one plain statement, retained and announced."""
+    content = f"Caroline moved the billing cron job to 0{n}:00 on the staging cluster."
+    request = RetainRequest(content=content, memory_id=f"t{n}", timestamp=MAY_8, wait=True)
+    await stack.service.retain(BANK, request)
+
+
 async def _until(predicate: Callable[[], Awaitable[bool]], attempts: int = 1_000) -> None:
     """Poll ``predicate`` (the index has no change feed to await) for up to ~20 s."""
     for _ in range(attempts):
@@ -188,15 +195,10 @@ async def test_scheduled_rounds_run_beside_extraction_and_stop_with_the_worker(
         stop = asyncio.Event()
         task = asyncio.create_task(worker.run(stop))
 
-        async def retain(n: int) -> None:
-            content = f"Caroline moved the billing cron job to 0{n}:00 on the staging cluster."
-            request = RetainRequest(content=content, memory_id=f"t{n}", timestamp=MAY_8, wait=True)
-            await stack.service.retain(BANK, request)
-
         async def round_started() -> bool:
             return rounds.started == [BANK]
 
-        await retain(1)
+        await _retain_turn(stack, 1)
         await _until(round_started)  # the bank got a fact, so the schedule gave it a round
 
         async def extracted(count: int) -> Callable[[], Awaitable[bool]]:
@@ -205,7 +207,7 @@ async def test_scheduled_rounds_run_beside_extraction_and_stop_with_the_worker(
 
             return check
 
-        await retain(2)
+        await _retain_turn(stack, 2)
         await _until(await extracted(4))  # the held round does not hold extraction up
         assert reports == []
         rounds.gate.set()
@@ -218,7 +220,7 @@ async def test_scheduled_rounds_run_beside_extraction_and_stop_with_the_worker(
 
         rounds.gate.clear()
         before = len(rounds.started)
-        await retain(3)
+        await _retain_turn(stack, 3)
 
         async def held_again() -> bool:
             return len(rounds.started) > before
@@ -285,11 +287,6 @@ async def test_the_next_batch_is_planned_while_one_is_written_and_commits_wait(
         stop = asyncio.Event()
         task = asyncio.create_task(worker.run(stop))
 
-        async def retain(n: int) -> None:
-            content = f"Caroline moved the billing cron job to 0{n}:00 on the staging cluster."
-            request = RetainRequest(content=content, memory_id=f"t{n}", timestamp=MAY_8, wait=True)
-            await stack.service.retain(BANK, request)
-
         async def lag() -> int:
             return (await stack.bus.topic_stats(EXPERIENCE_ENRICHED, group=group)).lag
 
@@ -303,9 +300,9 @@ async def test_the_next_batch_is_planned_while_one_is_written_and_commits_wait(
             return await lag() == 0 and len(facts.writes) == 4
 
         try:
-            await retain(1)
+            await _retain_turn(stack, 1)
             await _until(first_write_held)
-            await retain(2)
+            await _retain_turn(stack, 2)
             await _until(second_planned)  # planned while the first batch is being written
             assert facts.writes == ["start"]  # but its write waits for the one before it
             assert await lag() == 2  # and nothing is committed before its effects
@@ -345,21 +342,16 @@ async def test_a_failure_planning_the_next_batch_lets_the_one_in_flight_commit(
         )
         task = asyncio.create_task(worker.run(asyncio.Event()))
 
-        async def retain(n: int) -> None:
-            content = f"Caroline moved the billing cron job to 0{n}:00 on the staging cluster."
-            request = RetainRequest(content=content, memory_id=f"t{n}", timestamp=MAY_8, wait=True)
-            await stack.service.retain(BANK, request)
-
         async def first_write_held() -> bool:
             return facts.writes == ["start"]
 
-        await retain(1)
+        await _retain_turn(stack, 1)
         await _until(first_write_held)
 
         async def second_planned() -> bool:
             return facts.planned == 2
 
-        await retain(2)
+        await _retain_turn(stack, 2)
         await _until(second_planned)
         facts.gate.set()  # the loop has failed; the batch in flight is given time to land
         with pytest.raises(RuntimeError, match="a bug in planning"):
