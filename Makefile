@@ -5,7 +5,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-stamp
 BACKEND ?= embedded
 
-.PHONY: setup run demo test test-fast test-all lint typecheck format bench-ingest bench-recall bench-adapters bench-round-read bench-soak faults experiments clean up down
+.PHONY: setup run demo test test-fast test-all lint typecheck format bench-ingest bench-recall bench-adapters bench-round-read bench-decay bench-soak faults experiments clean up down
 
 setup: $(STAMP)
 
@@ -78,3 +78,6 @@ bench-adapters: setup
 
 bench-round-read: setup
 	$(BIN)/python -m benchmarks.round_read
+
+bench-decay: setup
+	$(BIN)/python -m benchmarks.decay_pass

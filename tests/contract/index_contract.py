@@ -32,7 +32,14 @@ import pytest
 from cogsub.bulk import update_all
 from cogsub.core import ConfigurationError, ConflictError, FactType, IndexDocument, NotFoundError
 from cogsub.core.errors import InvalidInputError
-from cogsub.index.ports import DocumentPatch, Hit, MemoryIndex, SearchFilters
+from cogsub.index.ports import (
+    DecayedPage,
+    DecayStep,
+    DocumentPatch,
+    Hit,
+    MemoryIndex,
+    SearchFilters,
+)
 
 IndexFactory = Callable[[], MemoryIndex | Awaitable[MemoryIndex]]
 SearchKind = Literal["text", "vector"]
@@ -924,6 +931,71 @@ class MemoryIndexContract:
         await index.update(bank, f"{bank}-pref", DocumentPatch(importance_score=0.95))
         await index.update(bank, f"{bank}-world", DocumentPatch(importance_score=0.1))
         assert await self.found(index, kind, bank, min_importance=0.9) == {"pref", "late"}
+
+    async def test_decay_pages_walk_the_bank_and_decay_only_old_memories_above_the_floor(
+        self, index: MemoryIndex, bank: str, other_bank: str
+    ) -> None:
+        old = BASE_TIME - timedelta(days=3)
+        docs = [
+            self.doc(bank, "a", timestamp=old, retrieval_count=2, tags=["t"]),
+            self.doc(bank, "b", timestamp=old, decay_factor=0.5, importance=0.9),
+            self.doc(bank, "c", timestamp=BASE_TIME),  # new this epoch: left alone
+            self.doc(bank, "d", timestamp=old, decay_factor=0.05),  # at the floor
+            self.doc(bank, "e", timestamp=old, decay_factor=0.01),  # below it
+            self.doc(bank, "f", timestamp=old, decay_factor=0.06),  # down to the floor
+        ]
+        foreign = self.doc(other_bank, "a", timestamp=old)
+        await index.upsert([*docs, foreign])
+        step = DecayStep(rate=0.5, floor=0.05, before=BASE_TIME)
+        pages, after = [], None
+        while (page := await index.decay_page(bank, step, size=2, after=after)).last is not None:
+            pages.append(page)
+            after = page.last
+        assert pages == [
+            DecayedPage(2, f"{bank}-b"),
+            DecayedPage(0, f"{bank}-d"),
+            DecayedPage(1, f"{bank}-f"),
+        ]
+        expected = [0.5, 0.25, 1.0, 0.05, 0.01, 0.05]
+        for doc, factor in zip(docs, expected, strict=True):
+            stored = await index.get(bank, doc.event_id)
+            assert stored is not None
+            assert stored.decay_factor == factor
+            assert_same_document(stored.model_copy(update={"decay_factor": doc.decay_factor}), doc)
+        assert_same_document(await index.get(other_bank, foreign.event_id), foreign)
+        replayed = await index.scan_in_replay_order(SearchFilters(bank_id=bank), size=2)
+        assert [d.event_id for d in replayed] == [f"{bank}-c", f"{bank}-a"]
+
+    async def test_decay_pages_compute_each_factor_as_the_step_does_to_the_last_bit(
+        self, index: MemoryIndex, bank: str
+    ) -> None:
+        # Values whose products round: an engine that stores fewer digits drifts from them.
+        start = [1.0, 0.9, 0.81, 0.729, 0.59049, 1 / 3]
+        old = BASE_TIME - timedelta(days=9)
+        docs = [self.doc(bank, f"m{i}", timestamp=old, decay_factor=f) for i, f in enumerate(start)]
+        await index.upsert(docs)
+        step = DecayStep(rate=0.9, floor=0.05, before=BASE_TIME)
+        expected = list(start)
+        for _ in range(3):
+            assert await index.decay_page(bank, step, size=10) == DecayedPage(6, f"{bank}-m5")
+            expected = [step.applied_to(f) for f in expected]
+        stored = [await index.get(bank, d.event_id) for d in docs]
+        assert [d.decay_factor if d else None for d in stored] == expected
+
+    async def test_a_decay_page_past_the_end_changes_nothing_and_needs_a_size(
+        self, index: MemoryIndex, bank: str
+    ) -> None:
+        doc = self.doc(bank, "a", timestamp=BASE_TIME - timedelta(days=1))
+        await index.upsert([doc])
+        step = DecayStep(rate=0.9, floor=0.05, before=BASE_TIME)
+        assert await index.decay_page(bank, step, size=5, after=doc.event_id) == DecayedPage(
+            0, None
+        )
+        assert await index.decay_page(f"{bank}-empty", step, size=5) == DecayedPage(0, None)
+        assert_same_document(await index.get(bank, doc.event_id), doc)
+        for size in (0, -1):
+            with pytest.raises(InvalidInputError):
+                await index.decay_page(bank, step, size=size)
 
     async def test_delete_removes_the_document_everywhere(
         self, index: MemoryIndex, bank: str, kind: SearchKind

@@ -4,7 +4,14 @@ The OpenSearch adapter lives in ``cogsub.index.opensearch`` and is imported
 only by processes that use it, so that this package stays light.
 """
 
-from cogsub.index.ports import DocumentPatch, Hit, MemoryIndex, SearchFilters
+from cogsub.index.ports import (
+    DecayedPage,
+    DecayStep,
+    DocumentPatch,
+    Hit,
+    MemoryIndex,
+    SearchFilters,
+)
 from cogsub.index.sqlite import SqliteMemoryIndex
 from cogsub.index.text_query import (
     STOP_WORDS,
@@ -14,6 +21,8 @@ from cogsub.index.text_query import (
 )
 
 __all__ = [
+    "DecayStep",
+    "DecayedPage",
     "DocumentPatch",
     "Hit",
     "MemoryIndex",

@@ -39,7 +39,14 @@ from cogsub.core.errors import (
     UnavailableError,
 )
 from cogsub.index import opensearch_queries as queries
-from cogsub.index.ports import DocumentPatch, Hit, SearchFilters
+from cogsub.index.ports import (
+    DecayedPage,
+    DecayStep,
+    DocumentPatch,
+    Hit,
+    SearchFilters,
+    check_decay_page_size,
+)
 from cogsub.index.text_query import join_terms, query_terms
 
 log = structlog.get_logger(__name__)
@@ -311,6 +318,46 @@ class OpenSearchMemoryIndex:
 
         found = await asyncio.gather(*(one(i, p) for i, p in patches.items()))
         return sum(found)
+
+    async def decay_page(
+        self, bank_id: str, step: DecayStep, *, size: int, after: str | None = None
+    ) -> DecayedPage:
+        """The page's two signals (not its documents), then one ``_bulk`` of partial updates.
+
+        Each update holds only at the version read, so a document another writer
+        changed in between is read again and decayed from its new value.
+
+        Raises:
+            ConflictError: still losing races after ``max_update_attempts``.
+        """
+        check_decay_page_size(size)
+        body = queries.decay_page_query(bank_id, size, after=after)
+        with _translated("decay page"):
+            response = await self._client.search(index=self._index, body=body)
+        hits = response["hits"]["hits"]
+        if not hits:
+            return DecayedPage(0, None)
+        return DecayedPage(await self._decay_hits(bank_id, step, hits), str(hits[-1]["_id"]))
+
+    async def _decay_hits(self, bank_id: str, step: DecayStep, hits: list[Any]) -> int:
+        decayed = 0
+        for _ in range(self._max_update_attempts):
+            lines = queries.bulk_decay_lines(self._index, hits, step)
+            if not lines:
+                return decayed
+            with _translated("decay page"):
+                response = await self._client.bulk(body=lines, refresh=_REFRESH)
+            failures = queries.bulk_failures(response)
+            _raise_for_failures([failure for failure in failures if failure.status != 409])
+            decayed += len(lines) // 2 - len(failures)
+            conflicted = [lines[2 * failure.position]["update"]["_id"] for failure in failures]
+            if not conflicted:
+                return decayed
+            await _backoff()
+            body = queries.decay_signals_query(bank_id, conflicted)
+            with _translated("decay page"):
+                hits = (await self._client.search(index=self._index, body=body))["hits"]["hits"]
+        raise ConflictError(f"decay of a page lost {self._max_update_attempts} races in a row")
 
     async def delete(self, bank_id: str, event_id: str) -> bool:
         """Remove the document if it belongs to ``bank_id``; ``True`` if it did."""

@@ -27,7 +27,7 @@ from typing import Any
 from cogsub.core.documents import EXPERIENCE_INDEX, IndexDocument
 from cogsub.core.errors import ConfigurationError, FieldProblem, InvalidInputError
 from cogsub.core.events import MAX_EMBEDDING_DIMENSION, format_timestamp
-from cogsub.index.ports import SearchFilters
+from cogsub.index.ports import DecayStep, SearchFilters
 
 Body = dict[str, Any]
 
@@ -147,6 +147,40 @@ def scan_query(filters: SearchFilters, size: int, *, after: str | None) -> Body:
     if after is not None:
         clauses.append({"range": {"event_id": {"gt": after}}})
     return {"size": size, "query": {"bool": {"filter": clauses}}, "sort": [{"event_id": "asc"}]}
+
+
+#: What decay reads of a document: its two signals and its version, not the document.
+_DECAY_SIGNALS = {"_source": ["decay_factor", "timestamp"], "seq_no_primary_term": True}
+
+
+def decay_page_query(bank_id: str, size: int, *, after: str | None) -> Body:
+    """The decay signals of a bank's next ``size`` documents in ``event_id`` order."""
+    return {**scan_query(SearchFilters(bank_id=bank_id), size, after=after), **_DECAY_SIGNALS}
+
+
+def decay_signals_query(bank_id: str, event_ids: Sequence[str]) -> Body:
+    """The decay signals of the listed documents of the bank, read again after a conflict."""
+    clauses: list[Body] = [{"term": {"bank_id": bank_id}}, {"ids": {"values": list(event_ids)}}]
+    return {"size": len(event_ids), "query": {"bool": {"filter": clauses}}, **_DECAY_SIGNALS}
+
+
+def bulk_decay_lines(index: str, hits: Sequence[Mapping[str, Any]], step: DecayStep) -> list[Body]:
+    """Bulk partial ``update`` actions for the hits ``step`` changes, each only at the version read.
+
+    A hit is a search hit with ``decay_factor`` and ``timestamp`` in its source;
+    one not older than ``step.before``, or at or below the floor, gets no action.
+    """
+    lines: list[Body] = []
+    for hit in hits:
+        source = hit["_source"]
+        factor = float(source["decay_factor"])
+        moment = datetime.fromisoformat(str(source["timestamp"]).replace("Z", "+00:00"))
+        if moment >= step.before or (decayed := step.applied_to(factor)) == factor:
+            continue
+        version = {"if_seq_no": hit["_seq_no"], "if_primary_term": hit["_primary_term"]}
+        lines.append({"update": {"_index": index, "_id": hit["_id"], **version}})
+        lines.append({"doc": {"decay_factor": decayed}})
+    return lines
 
 
 def replay_order_query(filters: SearchFilters, size: int, *, after: IndexDocument | None) -> Body:

@@ -23,6 +23,15 @@ Contract every adapter keeps:
   ``update`` would, skips ids the bank does not hold, and returns how many it
   found; it is the bulk form for background jobs (decay, retrieval counts). It
   is not atomic across documents: after a failure part of it may be applied.
+- ``decay_page`` applies one epoch of decay (``DecayStep``) in place to the
+  next ``size`` documents of one bank in ``event_id`` order after the cursor
+  ``after`` (exclusive): each of them older than ``step.before`` whose
+  ``decay_factor`` is above the floor gets ``step.applied_to`` it, and nothing
+  else of it changes. It returns how many it changed and the page's last id
+  (the next cursor), or ``None`` for the cursor once no document is after
+  ``after``. Background decay walks a bank with it without reading a document.
+  A page is one atomic write where the engine has transactions; elsewhere a
+  document another writer changes during the page keeps that writer's value.
 - ``delete_many`` removes the listed documents of one bank and returns how
   many it removed: ids of another bank, unknown ids and repeats count 0 and
   are left alone (another bank's document is never touched); an empty list
@@ -134,6 +143,46 @@ class DocumentPatch:
             raise InvalidInputError(problems) from None
 
 
+@dataclass(frozen=True)
+class DecayStep:
+    """One epoch of decay: what is older than ``before`` loses priority, down to ``floor``.
+
+    Raises:
+        InvalidInputError: ``rate`` outside (0, 1] or ``floor`` outside [0, 1].
+    """
+
+    rate: float
+    floor: float
+    before: datetime
+
+    def __post_init__(self) -> None:
+        problems = []
+        if not 0.0 < self.rate <= 1.0:
+            problems.append(FieldProblem("rate", "must be above 0 and at most 1"))
+        if not 0.0 <= self.floor <= 1.0:
+            problems.append(FieldProblem("floor", "must be between 0 and 1"))
+        if problems:
+            raise InvalidInputError(problems)
+
+    def applied_to(self, factor: float) -> float:
+        """``factor`` after this step; one at or below the floor is left as it is."""
+        return max(self.floor, min(1.0, factor) * self.rate) if factor > self.floor else factor
+
+
+def check_decay_page_size(size: int) -> None:
+    """Raise ``InvalidInputError`` unless ``size`` is a positive page size."""
+    if size < 1:
+        raise InvalidInputError([FieldProblem("size", "must be at least 1")])
+
+
+@dataclass(frozen=True)
+class DecayedPage:
+    """What one ``decay_page`` did: documents changed, and the cursor for the next page."""
+
+    decayed: int
+    last: str | None
+
+
 class MemoryIndex(Protocol):
     """Compact memory documents, searchable by text and by vector."""
 
@@ -165,6 +214,12 @@ class MemoryIndex(Protocol):
 
     async def update_many(self, bank_id: str, patches: Mapping[str, DocumentPatch]) -> int:
         """Apply each patch to its document of ``bank_id``; how many documents were found."""
+        ...
+
+    async def decay_page(
+        self, bank_id: str, step: DecayStep, *, size: int, after: str | None = None
+    ) -> DecayedPage:
+        """Decay the next ``size`` documents of ``bank_id`` after ``after``, in id order."""
         ...
 
     async def delete(self, bank_id: str, event_id: str) -> bool:

@@ -1,7 +1,8 @@
 """Decay per epoch: memories nobody uses lose priority, never their archive (pure).
 
 Every epoch multiplies a memory's ``decay_factor`` by ``rate``, down to
-``floor``; using a memory (feedback ``used`` / ``helpful``) restores it to 1.
+``floor`` (``cogsub.index.ports.DecayStep``, which the index applies in place);
+using a memory (feedback ``used`` / ``helpful``) restores it to 1.
 Ranking reads priority as ``importance_score × decay_factor``, so an unused
 memory sinks but stays recallable, and the archive object is never touched.
 """
@@ -21,8 +22,3 @@ def epoch_of(moment: datetime, length: timedelta) -> int:
 def epoch_start(epoch: int, length: timedelta) -> datetime:
     """When epoch number ``epoch`` begins."""
     return EPOCH_ORIGIN + epoch * length
-
-
-def decayed(factor: float, *, rate: float, floor: float, epochs: int = 1) -> float:
-    """``factor`` after ``epochs`` epochs without use."""
-    return max(floor, min(1.0, factor) * rate**epochs) if factor > floor else factor

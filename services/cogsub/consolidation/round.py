@@ -31,7 +31,7 @@ from cogsub.consolidation.corrections import (
     resolution,
     winner,
 )
-from cogsub.consolidation.decay import decayed, epoch_of, epoch_start
+from cogsub.consolidation.decay import epoch_of, epoch_start
 from cogsub.consolidation.similarity import content_words, similarity
 from cogsub.consolidation.writer import DerivedWriter
 from cogsub.core.derived import (
@@ -60,15 +60,15 @@ from cogsub.core.memory import (
     ConsolidationReport,
     procedure_text,
 )
-from cogsub.index.ports import DocumentPatch, MemoryIndex, SearchFilters
+from cogsub.index.ports import DecayStep, MemoryIndex, SearchFilters
 
 log = structlog.get_logger("cogsub.consolidation")
 
 SCAN_PAGE = 500
 #: Seconds between a decay pass's records of where it is (see ``ConsolidationRound._decay``).
 DECAY_RECORD_EVERY_S = 5.0
-#: Decayed memories per index write: each write is a transaction (and a sync) of its own.
-DECAY_WRITE_EVERY = 5_000
+#: Memories per decay page: each page is one index write (a transaction and a sync).
+DECAY_PAGE = 5_000
 
 
 @dataclass(frozen=True)
@@ -484,46 +484,36 @@ class ConsolidationRound:
     async def _decay(self, bank_id: str, progress: _Progress) -> None:
         """One epoch of decay for the whole bank, at most once per epoch.
 
-        The bank is read a page at a time and written ``DECAY_WRITE_EVERY`` memories
-        at a time: under load each write waits its turn behind ingestion's, and one
-        write per page of 500 made the pass over a bank of 20-35k memories take
-        14-22 s in the soak. After a write, once ``DECAY_RECORD_EVERY_S`` have passed,
-        the pass records where it is in the archive (the cursor after the last page
-        written), so a pass cut short (a stopping worker, a crash) resumes there:
-        only what came after that record, not the bank, is decayed twice. Each
-        record is a durable archive write, so not one per write. The records go
-        once the epoch's marker is written.
+        The index decays the bank ``DECAY_PAGE`` memories at a time, in place
+        (``MemoryIndex.decay_page``): reading each memory out to patch it spent
+        most of a round's time under load. Once ``DECAY_RECORD_EVERY_S`` have
+        passed, the pass records where it is in the archive (the cursor after the
+        last page), so a pass cut short (a stopping worker, a crash) resumes
+        there: only what came after that record, not the bank, is decayed twice.
+        Each record is a durable archive write, so not one per page. The records
+        go once the epoch's marker is written.
         """
         epoch = epoch_of(self._clock(), self.policy.epoch)
-        begins = epoch_start(epoch, self.policy.epoch)
         marker = epoch_key(bank_id, epoch)
         if await self._archive.exists(marker):
             return
+        step = DecayStep(
+            rate=self.policy.decay_rate,
+            floor=self.policy.decay_floor,
+            before=epoch_start(epoch, self.policy.epoch),  # newer: nobody could use it yet
+        )
         pages, after = await self._decay_resumes_after(bank_id, epoch)
-        filters = SearchFilters(bank_id=bank_id)
         recorded_at = time.monotonic()
-        patches: dict[str, DocumentPatch] = {}
-        while page := await self._index.scan(filters, size=SCAN_PAGE, after=after):
-            after = page[-1].event_id
-            for doc in page:
-                if _parse(doc.timestamp) >= begins:
-                    continue  # new this epoch: nobody has had the chance to use it yet
-                factor = decayed(
-                    doc.decay_factor, rate=self.policy.decay_rate, floor=self.policy.decay_floor
-                )
-                if factor != doc.decay_factor:
-                    patches[doc.event_id] = DocumentPatch(decay_factor=factor)
-            if len(patches) < DECAY_WRITE_EVERY:
-                continue
-            progress.decayed += await self._index.update_many(bank_id, patches)
-            patches = {}
+        while True:
+            page = await self._index.decay_page(bank_id, step, size=DECAY_PAGE, after=after)
+            if page.last is None:
+                break
+            after, progress.decayed = page.last, progress.decayed + page.decayed
             if time.monotonic() - recorded_at >= DECAY_RECORD_EVERY_S:
                 pages.append(decay_page_key(bank_id, epoch, len(pages) + 1))
                 with contextlib.suppress(ObjectExistsError):  # a concurrent pass recorded it
                     await self._archive.put_once(pages[-1], json.dumps({"after": after}).encode())
                 recorded_at = time.monotonic()
-        if patches:
-            progress.decayed += await self._index.update_many(bank_id, patches)
         with contextlib.suppress(ObjectExistsError):  # another worker finished the same epoch
             await self._archive.put_once(marker, json.dumps({"epoch": epoch}).encode())
         for key in pages:

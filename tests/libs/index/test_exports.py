@@ -7,6 +7,8 @@ import cogsub.index
 
 def test_public_names_are_pinned_and_sorted() -> None:
     assert cogsub.index.__all__ == [
+        "DecayStep",
+        "DecayedPage",
         "DocumentPatch",
         "Hit",
         "MemoryIndex",

@@ -1,6 +1,8 @@
-"""The rules both index adapters share: ``DocumentPatch.applied_to``, ``replay_order``."""
+"""The rules the index adapters share: ``DocumentPatch``, ``DecayStep``, ``replay_order``."""
 
 from __future__ import annotations
+
+from datetime import UTC, datetime
 
 import pytest
 from hypothesis import given
@@ -9,7 +11,7 @@ from hypothesis import strategies as st
 from cogsub.core.documents import IndexDocument
 from cogsub.core.errors import InvalidInputError
 from cogsub.core.events import FactType
-from cogsub.index.ports import DocumentPatch, replay_order
+from cogsub.index.ports import DecayStep, DocumentPatch, replay_order
 
 
 def _doc(tags: list[str] | None = None, **fields: object) -> IndexDocument:
@@ -85,3 +87,39 @@ def test_replay_order_is_most_alive_then_most_important_then_id() -> None:
     items = [(0.5, 0.9, "a"), (1.0, 0.1, "b"), (1.0, 0.7, "c"), (0.5, 0.9, "0")]
     docs = [_doc(decay_factor=d, importance_score=i, event_id=e) for d, i, e in items]
     assert [d.event_id for d in sorted(docs, key=replay_order)] == ["c", "b", "0", "a"]
+
+
+_WHENEVER = datetime(2026, 5, 8, tzinfo=UTC)
+
+
+def test_a_decay_step_multiplies_by_the_rate_down_to_the_floor() -> None:
+    step = DecayStep(rate=0.9, floor=0.05, before=_WHENEVER)
+    assert step.applied_to(1.0) == pytest.approx(0.9)
+    assert step.applied_to(step.applied_to(0.9)) == pytest.approx(0.729)
+    assert DecayStep(rate=0.5, floor=0.05, before=_WHENEVER).applied_to(0.06) == 0.05
+    assert step.applied_to(0.05) == 0.05
+    assert step.applied_to(0.01) == 0.01  # below the floor already: left alone
+
+
+@pytest.mark.parametrize(
+    ("rate", "floor", "field"),
+    [(0.0, 0.05, "rate"), (1.5, 0.05, "rate"), (0.9, -0.1, "floor"), (0.9, 1.1, "floor")],
+)
+def test_a_decay_step_out_of_range_names_its_field(rate: float, floor: float, field: str) -> None:
+    with pytest.raises(InvalidInputError) as raised:
+        DecayStep(rate=rate, floor=floor, before=_WHENEVER)
+    assert [problem.field for problem in raised.value.problems] == [field]
+
+
+@given(
+    factor=st.floats(0.0, 1.0),
+    rate=st.floats(0.01, 1.0),
+    floor=st.floats(0.0, 1.0),
+)
+def test_a_decay_step_never_raises_a_factor_nor_sinks_it_below_the_floor(
+    factor: float, rate: float, floor: float
+) -> None:
+    after = DecayStep(rate=rate, floor=floor, before=_WHENEVER).applied_to(factor)
+    assert after <= factor
+    assert after >= min(factor, floor)
+    assert 0.0 <= after <= 1.0

@@ -21,7 +21,7 @@ from cogsub.core.errors import (
 from cogsub.core.events import FactType
 from cogsub.index import opensearch_queries as q
 from cogsub.index.opensearch import OpenSearchMemoryIndex
-from cogsub.index.ports import DocumentPatch, SearchFilters
+from cogsub.index.ports import DecayedPage, DecayStep, DocumentPatch, SearchFilters
 from tests.fixtures.opensearch import OpenSearchEndpoint, osmem_process
 
 pytestmark = pytest.mark.connected
@@ -276,6 +276,30 @@ async def test_update_changes_only_named_signals(index: OpenSearchMemoryIndex) -
         await index.update("bank-a", "e1", DocumentPatch(decay_factor=1.5))
     with pytest.raises(NotFoundError):
         await index.update("bank-a", "missing", DocumentPatch(retrieval_count_increment=1))
+
+
+async def test_a_decay_page_that_loses_a_race_decays_the_new_value_once(
+    index: OpenSearchMemoryIndex, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    old = "2026-05-01T00:00:00.000Z"
+    await index.upsert([make_doc("used", timestamp=old), make_doc("idle", timestamp=old)])
+    await index.update("bank-a", "used", DocumentPatch(decay_factor=0.4))
+    bulk = index._client.bulk
+    raced: list[str] = []
+
+    async def used_in_between(*args: object, **kwargs: object) -> object:
+        if not raced:  # feedback lands after the page was read, before it is written
+            raced.append("used")
+            await index.update("bank-a", "used", DocumentPatch(decay_factor=1.0))
+        return await bulk(*args, **kwargs)
+
+    monkeypatch.setattr(index._client, "bulk", used_in_between)
+    step = DecayStep(rate=0.5, floor=0.05, before=datetime(2026, 5, 8, tzinfo=UTC))
+    page = await index.decay_page("bank-a", step, size=10)
+    assert page == DecayedPage(2, "used")
+    used, idle = await index.get("bank-a", "used"), await index.get("bank-a", "idle")
+    assert used is not None and used.decay_factor == 0.5  # from 1.0, not from the 0.4 read
+    assert idle is not None and idle.decay_factor == 0.5
 
 
 async def test_delete_and_count(index: OpenSearchMemoryIndex) -> None:

@@ -22,7 +22,7 @@ from cogsub.core.documents import IndexDocument
 from cogsub.core.errors import ConfigurationError, InvalidInputError
 from cogsub.core.events import FactType
 from cogsub.index import opensearch_queries as q
-from cogsub.index.ports import SearchFilters
+from cogsub.index.ports import DecayStep, SearchFilters
 
 GOLDEN = Path(__file__).parent / "golden"
 
@@ -57,6 +57,23 @@ def _doc(event_id: str) -> IndexDocument:
     )
 
 
+DECAY = DecayStep(rate=0.5, floor=0.05, before=datetime(2026, 5, 8, tzinfo=UTC))
+
+
+def _signals(event_id: str, factor: float, timestamp: str, seq_no: int) -> dict[str, Any]:
+    source = {"decay_factor": factor, "timestamp": timestamp}
+    return {"_id": event_id, "_source": source, "_seq_no": seq_no, "_primary_term": 1}
+
+
+DECAY_HITS = [
+    _signals("old", 1.0, "2026-05-01T00:00:00.000Z", 7),
+    _signals("near-floor", 0.06, "2026-05-01T00:00:00.000Z", 8),
+    _signals("new", 1.0, "2026-05-08T00:00:00.000Z", 9),  # not before the step: no action
+    _signals("at-floor", 0.05, "2026-05-01T00:00:00.000Z", 10),  # nothing to change
+    _signals("below-floor", 0.01, "2026-05-01T00:00:00.000Z", 11),
+]
+
+
 CASES: dict[str, Callable[[], Any]] = {
     "index_template_8": lambda: q.index_template(8),
     "index_template_384_3_shards_1_replica": lambda: q.index_template(384, shards=3, replicas=1),
@@ -85,6 +102,10 @@ CASES: dict[str, Callable[[], Any]] = {
     "count_all": lambda: q.count_query(None),
     "count_bank": lambda: q.count_query("bank-a"),
     "bulk_lines": lambda: q.bulk_index_lines("experience_events", [_doc("e1"), _doc("e2")]),
+    "decay_page_first": lambda: q.decay_page_query("bank-a", 500, after=None),
+    "decay_page_after": lambda: q.decay_page_query("bank-a", 500, after="e9"),
+    "decay_signals": lambda: q.decay_signals_query("bank-a", ["e1", "e2"]),
+    "bulk_decay_lines": lambda: q.bulk_decay_lines("experience_events", DECAY_HITS, DECAY),
 }
 
 

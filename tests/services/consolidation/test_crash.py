@@ -14,7 +14,7 @@ from cogsub.core.documents import IndexDocument
 from cogsub.core.errors import UnavailableError
 from cogsub.core.events import FactType
 from cogsub.core.memory import RecallRequest
-from cogsub.index.ports import DocumentPatch
+from cogsub.index.ports import DecayedPage, DecayStep, DocumentPatch
 from cogsub.index.sqlite import SqliteMemoryIndex
 from tests.services.consolidation.stack import (
     ConsolidationStack,
@@ -60,6 +60,12 @@ class CrashingIndex:
     async def update_many(self, bank_id: str, patches: Mapping[str, DocumentPatch]) -> int:
         self._fuse.spend()
         return await self._inner.update_many(bank_id, patches)
+
+    async def decay_page(
+        self, bank_id: str, step: DecayStep, *, size: int, after: str | None = None
+    ) -> DecayedPage:
+        self._fuse.spend()
+        return await self._inner.decay_page(bank_id, step, size=size, after=after)
 
 
 class CrashingArchive:

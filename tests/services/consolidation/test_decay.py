@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Mapping
+import math
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any, cast
@@ -12,23 +12,15 @@ import pytest
 
 from cogsub.consolidation import ConsolidationPolicy
 from cogsub.consolidation import round as round_module
-from cogsub.consolidation.decay import decayed, epoch_of
+from cogsub.consolidation.decay import epoch_of
 from cogsub.core.derived import decay_pages_prefix
 from cogsub.core.documents import IndexDocument
 from cogsub.core.events import FactType, format_timestamp
 from cogsub.core.memory import FeedbackRequest, FeedbackSignal, RetainRequest
-from cogsub.index.ports import DocumentPatch, MemoryIndex, SearchFilters
+from cogsub.index.ports import DecayedPage, DecayStep, DocumentPatch, MemoryIndex, SearchFilters
 from tests.services.consolidation.stack import NOW, ConsolidationStack, consolidation_stack
 
 BANK = "decay"
-
-
-def test_decay_multiplies_by_the_rate_down_to_the_floor() -> None:
-    assert decayed(1.0, rate=0.9, floor=0.05) == pytest.approx(0.9)
-    assert decayed(0.9, rate=0.9, floor=0.05, epochs=2) == pytest.approx(0.729)
-    assert decayed(0.06, rate=0.5, floor=0.05) == 0.05
-    assert decayed(0.05, rate=0.5, floor=0.05) == 0.05
-    assert decayed(0.01, rate=0.5, floor=0.05) == 0.01  # below the floor already: left alone
 
 
 def test_epochs_count_from_a_fixed_origin() -> None:
@@ -105,9 +97,13 @@ async def _retain_old_unrelated(stack: ConsolidationStack) -> None:
     await stack.rounds.run(BANK, decay=False)  # whatever else a round derives, first
 
 
+async def _all_memories(stack: ConsolidationStack) -> list[IndexDocument]:
+    return await stack.index.scan(SearchFilters(bank_id=BANK), size=100)
+
+
 async def _old_memories(stack: ConsolidationStack) -> list[IndexDocument]:
     """The bank's memories from before the current epoch (every one of ``_UNRELATED``)."""
-    docs = await stack.index.scan(SearchFilters(bank_id=BANK), size=100)
+    docs = await _all_memories(stack)
     old = [d for d in docs if d.timestamp < format_timestamp(NOW - timedelta(days=1))]
     assert len(old) >= len(_UNRELATED)
     return old
@@ -123,20 +119,20 @@ class _StopsAfterPages:
     def __getattr__(self, name: str) -> Any:
         return getattr(self._index, name)
 
-    async def update_many(self, bank_id: str, patches: Mapping[str, DocumentPatch]) -> int:
-        if all(p == DocumentPatch(decay_factor=p.decay_factor) for p in patches.values()):
-            if self.pages_left == 0:
-                raise asyncio.CancelledError  # as a stopping worker cancels its round
-            self.pages_left -= 1
-        return await self._index.update_many(bank_id, patches)
+    async def decay_page(
+        self, bank_id: str, step: DecayStep, *, size: int, after: str | None = None
+    ) -> DecayedPage:
+        if self.pages_left == 0:
+            raise asyncio.CancelledError  # as a stopping worker cancels its round
+        self.pages_left -= 1
+        return await self._index.decay_page(bank_id, step, size=size, after=after)
 
 
 async def test_a_pass_cut_short_resumes_after_its_last_page_and_decays_each_memory_once(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(round_module, "SCAN_PAGE", 2)
-    monkeypatch.setattr(round_module, "DECAY_WRITE_EVERY", 2)  # a write after every page
-    monkeypatch.setattr(round_module, "DECAY_RECORD_EVERY_S", 0.0)  # and a record after each
+    monkeypatch.setattr(round_module, "DECAY_PAGE", 2)
+    monkeypatch.setattr(round_module, "DECAY_RECORD_EVERY_S", 0.0)  # a record after each page
     async with consolidation_stack(tmp_path) as stack:
         await _retain_old_unrelated(stack)  # whatever else a round derives, first
         cut = _StopsAfterPages(stack.index, pages=2)
@@ -149,60 +145,66 @@ async def test_a_pass_cut_short_resumes_after_its_last_page_and_decays_each_memo
         old = await _old_memories(stack)
         # Once each: the first two pages are not decayed again (0.81) on resuming.
         assert [d.decay_factor for d in old] == [pytest.approx(0.9)] * len(old)
-        assert report.decayed == len(old) - 4  # two pages of two were done before the cut
+        first_two_pages = sorted(d.event_id for d in await _all_memories(stack))[:4]
+        done_before = len([d for d in old if d.event_id in first_two_pages])
+        assert report.decayed == len(old) - done_before > 0
         assert [k async for k in stack.archive.list(pages)] == []  # gone once the epoch is done
 
 
-async def test_a_pass_cut_short_between_gathered_writes_resumes_after_the_last_written(
+async def test_a_pass_records_where_it_is_only_once_the_interval_has_passed(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(round_module, "SCAN_PAGE", 2)
-    monkeypatch.setattr(round_module, "DECAY_WRITE_EVERY", 5)  # three pages to a write
-    monkeypatch.setattr(round_module, "DECAY_RECORD_EVERY_S", 0.0)
+    monkeypatch.setattr(round_module, "DECAY_PAGE", 2)
+    monkeypatch.setattr(round_module, "DECAY_RECORD_EVERY_S", 3600.0)
     async with consolidation_stack(tmp_path) as stack:
         await _retain_old_unrelated(stack)
-        cut = _StopsAfterPages(stack.index, pages=1)  # one write, then the cut
+        cut = _StopsAfterPages(stack.index, pages=3)
         with pytest.raises(asyncio.CancelledError):
             await stack.round_over(cast(MemoryIndex, cut), stack.archive).run(BANK)
         pages = decay_pages_prefix(BANK, epoch_of(NOW, stack.rounds.policy.epoch))
-        assert len([k async for k in stack.archive.list(pages)]) == 1  # after the write only
-
+        assert [k async for k in stack.archive.list(pages)] == []  # no archive write per page
+        # The cost of that: without a record the pass starts over, decaying those pages again.
         report = await stack.rounds.run(BANK)
-        old = await _old_memories(stack)
-        assert [d.decay_factor for d in old] == [pytest.approx(0.9)] * len(old)  # once each
-        assert report.decayed == len(old) - 6  # the three pages of the first write
+        assert report.decayed == len(await _old_memories(stack))
 
 
-class _CountsDecayWrites:
-    """The index, noting the size of each write of decay alone."""
+class _CountsDecayPages:
+    """The index, noting what each page of decay did."""
 
     def __init__(self, index: MemoryIndex) -> None:
         self._index = index
-        self.writes: list[int] = []
+        self.pages: list[tuple[int, DecayedPage]] = []
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._index, name)
 
-    async def update_many(self, bank_id: str, patches: Mapping[str, DocumentPatch]) -> int:
-        if all(p == DocumentPatch(decay_factor=p.decay_factor) for p in patches.values()):
-            self.writes.append(len(patches))
-        return await self._index.update_many(bank_id, patches)
+    async def decay_page(
+        self, bank_id: str, step: DecayStep, *, size: int, after: str | None = None
+    ) -> DecayedPage:
+        page = await self._index.decay_page(bank_id, step, size=size, after=after)
+        self.pages.append((size, page))
+        return page
 
 
-async def test_a_pass_writes_many_pages_at_once_and_decays_every_old_memory(
+async def test_a_pass_decays_every_old_memory_a_page_at_a_time_and_leaves_new_ones(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(round_module, "SCAN_PAGE", 2)
-    monkeypatch.setattr(round_module, "DECAY_WRITE_EVERY", 5)
+    monkeypatch.setattr(round_module, "DECAY_PAGE", 3)
     async with consolidation_stack(tmp_path) as stack:
         await _retain_old_unrelated(stack)
-        counting = _CountsDecayWrites(stack.index)
+        for text in ("The new cluster is in Dublin.", "Standups moved to ten."):
+            fresh = RetainRequest(content=text, fact_type=FactType.WORLD, timestamp=NOW, wait=True)
+            await stack.service.retain(BANK, fresh)
+        counting = _CountsDecayPages(stack.index)
         report = await stack.round_over(cast(MemoryIndex, counting), stack.archive).run(BANK)
         old = await _old_memories(stack)
         assert [d.decay_factor for d in old] == [pytest.approx(0.9)] * len(old)
-        # Pages of two gathered into writes of at least five, the rest in a last one.
-        assert sum(counting.writes) == report.decayed == len(old)
-        assert all(n >= 5 for n in counting.writes[:-1]) and len(counting.writes) < len(old) / 2
+        new = [d for d in await _all_memories(stack) if d.event_id not in {o.event_id for o in old}]
+        assert len(new) == 2 and all(d.decay_factor == 1.0 for d in new)  # of this epoch
+        assert sum(page.decayed for _, page in counting.pages) == report.decayed == len(old)
+        total = len(old) + len(new)
+        assert [size for size, _ in counting.pages] == [3] * (math.ceil(total / 3) + 1)
+        assert counting.pages[-1][1] == DecayedPage(0, None)
 
 
 async def test_a_round_bounded_by_max_scan_reads_the_most_alive_memories(tmp_path: Path) -> None:
