@@ -33,6 +33,7 @@ from cogsub.core.memory import RecallRequest
 from cogsub.ingestion import BatchOutcome
 from cogsub.runtime.wiring import RunningApi, embedded_settings, running_api
 from cogsub.telemetry.logging import configure_logging
+from cogsub.telemetry.metrics import Metrics
 
 QUERIES = [
     "who rolled back the billing service",
@@ -59,6 +60,9 @@ class Sample:
     recalls: int
     recall_p50_ms: float
     recall_p99_ms: float
+    rounds: int  # consolidation rounds (of one bank each) finished so far
+    round_s: float  # seconds spent in them so far, of which
+    decay_s: float  # in their decay passes
 
 
 @dataclass
@@ -191,7 +195,7 @@ async def _sample(
     last_t, last_indexed, last_recalls = 0.0, counters.indexed, 0
     print(
         f"{'t_s':>6} {'ingest/s':>9} {'lag':>7} {'extract lag':>11} {'rss_mib':>8} "
-        f"{'vectors':>8} {'recall p50':>11} {'p99':>8}"
+        f"{'vectors':>8} {'recall p50':>11} {'p99':>8} {'rounds':>6} {'round_s':>8} {'decay_s':>8}"
     )
     while (now := time.perf_counter() - started) < args.duration:
         await asyncio.sleep(min(args.every, args.duration - now))
@@ -215,16 +219,30 @@ async def _sample(
             recalls=len(window),
             recall_p50_ms=round(percentile(window, 0.5), 2),
             recall_p99_ms=round(percentile(window, 0.99), 2),
+            **_round_totals(running.stack.metrics),
         )
         samples.append(sample)
         print(
             f"{sample.t_s:>6} {sample.ingest_per_s:>9} {sample.lag:>7} "
             f"{sample.extraction_lag:>11} {sample.rss_mib:>8} {sample.vectors_mib:>8} "
-            f"{sample.recall_p50_ms:>11} {sample.recall_p99_ms:>8}",
+            f"{sample.recall_p50_ms:>11} {sample.recall_p99_ms:>8} {sample.rounds:>6} "
+            f"{sample.round_s:>8} {sample.decay_s:>8}",
             flush=True,
         )
         last_t, last_indexed, last_recalls = t, counters.indexed, len(counters.latencies_ms)
     return samples
+
+
+def _round_totals(metrics: Metrics) -> dict[str, Any]:
+    def total(suffix: str, part: str) -> float:
+        name = f"cogsub_consolidation_round_seconds_{suffix}"
+        return metrics.registry.get_sample_value(name, {"part": part}) or 0.0
+
+    return {
+        "rounds": int(total("count", "round")),
+        "round_s": round(total("sum", "round"), 1),
+        "decay_s": round(total("sum", "decay"), 1),
+    }
 
 
 def _summary(
@@ -258,6 +276,11 @@ def _summary(
         "rss_less_vectors_trend_mib_per_min": round(
             slope_per_min([(s.t_s, s.rss_mib - s.vectors_mib) for s in late]), 2
         ),
+        # Rounds compete with extraction for the worker: their share of the run is the
+        # time extraction did not have.
+        "rounds": samples[-1].rounds if samples else 0,
+        "round_s_total": samples[-1].round_s if samples else 0,
+        "decay_s_total": samples[-1].decay_s if samples else 0,
         "recalls": len(counters.latencies_ms),
         "recall_p50_ms": round(percentile(counters.latencies_ms, 0.5), 2),
         "recall_p99_ms": round(percentile(counters.latencies_ms, 0.99), 2),

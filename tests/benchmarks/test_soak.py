@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
-from benchmarks.soak import Sample, _per_document, percentile, slope_per_min
+from benchmarks.soak import Sample, _per_document, _round_totals, percentile, slope_per_min
+
+from cogsub.core.memory import ConsolidationReport
+from cogsub.telemetry.metrics import Metrics
 
 
 def _sample(t_s: float, rss_mib: float, documents: int) -> Sample:
-    return Sample(t_s, 0, 0, 0.0, 0, 0, rss_mib, 0.0, documents, 0, 0.0, 0.0)
+    return Sample(t_s, 0, 0, 0.0, 0, 0, rss_mib, 0.0, documents, 0, 0.0, 0.0, 0, 0.0, 0.0)
 
 
 def test_slope_is_per_minute_and_flat_is_zero() -> None:
@@ -24,3 +27,12 @@ def test_memory_per_document_added_over_the_window() -> None:
 def test_percentile_picks_from_the_sorted_values() -> None:
     assert percentile([5.0, 1.0, 3.0, 2.0, 4.0], 0.5) == 3.0
     assert percentile([], 0.99) == 0.0
+
+
+def test_round_totals_come_from_the_round_metrics() -> None:
+    metrics = Metrics()
+    assert _round_totals(metrics) == {"rounds": 0, "round_s": 0.0, "decay_s": 0.0}
+    for took_ms, decay_ms in ((4_000, 3_000), (1_500, 0)):
+        report = ConsolidationReport(bank_id="b", took_ms=took_ms, decay_ms=decay_ms)
+        metrics.record_round(report)
+    assert _round_totals(metrics) == {"rounds": 2, "round_s": 5.5, "decay_s": 3.0}

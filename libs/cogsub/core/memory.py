@@ -182,6 +182,10 @@ class ConsolidationReport(BoundaryModel):
     complete: bool = Field(
         default=True, description="False when the round stopped at its bounds; the next continues"
     )
+    took_ms: int = Field(default=0, ge=0, description="Wall time of the round, in milliseconds")
+    decay_ms: int = Field(
+        default=0, ge=0, description="Of which the decay pass (about 0 once the epoch is done)"
+    )
 
 
 class FeedbackSignal(StrEnum):

@@ -54,7 +54,6 @@ import functools
 import json
 import os
 import sqlite3
-import sys
 import threading
 import time
 from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
@@ -283,16 +282,27 @@ class _Vectors:
         self.times = np.zeros(0, dtype=np.int64)
         self.importance = np.zeros(0, dtype=np.float64)
         self.doc_ids = np.zeros(0, dtype=np.int64)
-        self.tags: list[tuple[str, ...]] = []
+        # A slot's tags as the number of its tag set: documents share a few sets (a
+        # set of slots per tag and a tuple per slot took ~250 bytes a document).
+        self.tag_sets = np.zeros(0, dtype=np.int32)
+        self._sets: list[tuple[str, ...]] = [()]
+        self._set_numbers: dict[tuple[str, ...], int] = {(): 0}
+        self._sets_with: dict[str, npt.NDArray[np.bool_]] = {}
         self.slot_of: dict[str, int] = {}
-        self.tag_slots: dict[str, set[int]] = {}
-        self._tag_arrays: dict[str, npt.NDArray[np.int64]] = {}
         self.bank_codes: dict[str, int] = {}
         self.free: list[int] = []
 
     @property
     def nbytes(self) -> int:
-        arrays = (self.columns, self.banks, self.facts, self.times, self.importance, self.doc_ids)
+        arrays = (
+            self.columns,
+            self.banks,
+            self.facts,
+            self.times,
+            self.importance,
+            self.doc_ids,
+            self.tag_sets,
+        )
         return sum(array.nbytes for array in arrays)
 
     def reserve(self, needed: int) -> None:
@@ -309,7 +319,7 @@ class _Vectors:
         self.times = np.concatenate([self.times, np.zeros(extra, dtype=np.int64)])
         self.importance = np.concatenate([self.importance, np.zeros(extra, dtype=np.float64)])
         self.doc_ids = np.concatenate([self.doc_ids, np.zeros(extra, dtype=np.int64)])
-        self.tags.extend([()] * extra)
+        self.tag_sets = np.concatenate([self.tag_sets, np.zeros(extra, dtype=np.int32)])
 
     def put(self, rows: Sequence[tuple[Any, ...]]) -> None:
         """Insert or replace rows of ``_ROW_COLUMNS``; the last row of an event wins."""
@@ -328,43 +338,41 @@ class _Vectors:
                     self.reserve(self.used + 1)
                     slot, self.used = self.used, self.used + 1
                 self.slot_of[event_id] = slot
-            else:
-                self._untag(slot)
             slots[index] = slot
             self.doc_ids[slot] = doc_id
             self.banks[slot] = self.bank_codes.setdefault(bank_id, len(self.bank_codes))
             self.facts[slot] = 0 if fact is None else _FACT_CODES[FactType(fact)]
             self.times[slot] = ts_us
             self.importance[slot] = importance
-            # Interned: a bank's documents share a few tags, held once instead of per
-            # document (decoded, they took ~140 bytes a document: tracemalloc, 20k docs).
-            self._tag(slot, tuple(sys.intern(tag) for tag in json.loads(tags)))
+            self.tag_sets[slot] = self._set_number(tuple(json.loads(tags)))
         matrix = np.frombuffer(b"".join(row[-1] for row in latest), dtype=np.float32)
         matrix = matrix.reshape(len(latest), self.dimension)
         norms = np.linalg.norm(matrix, axis=1, keepdims=True)
         self.columns[:, slots] = (matrix / np.where(norms > 0, norms, 1.0)).T
 
-    def _tag(self, slot: int, tags: tuple[str, ...]) -> None:
-        self.tags[slot] = tags
-        for tag in tags:
-            self.tag_slots.setdefault(tag, set()).add(slot)
-            self._tag_arrays.pop(tag, None)
+    def _set_number(self, tags: tuple[str, ...]) -> int:
+        number = self._set_numbers.get(tags)
+        if number is None:
+            number = len(self._sets)
+            self._sets.append(tags)
+            self._set_numbers[tags] = number
+            self._sets_with.clear()  # the new set may hold any tag
+        return number
 
-    def _untag(self, slot: int) -> None:
-        for tag in self.tags[slot]:
-            self._tag_arrays.pop(tag, None)
-            slots = self.tag_slots.get(tag)
-            if slots is not None:
-                slots.discard(slot)
-                if not slots:
-                    del self.tag_slots[tag]
-        self.tags[slot] = ()
+    def _holding(self, tag: str) -> npt.NDArray[np.bool_]:
+        """Which tag sets (by number) hold ``tag``; kept until a new set appears."""
+        holding = self._sets_with.get(tag)
+        if holding is None:
+            sets = self._sets
+            holding = np.fromiter((tag in tags for tags in sets), dtype=np.bool_, count=len(sets))
+            self._sets_with[tag] = holding
+        return holding
 
     def remove(self, event_id: str) -> None:
         slot = self.slot_of.pop(event_id, None)
         if slot is None:
             return
-        self._untag(slot)
+        self.tag_sets[slot] = 0
         self.banks[slot] = -1
         self.columns[:, slot] = 0.0
         self.free.append(slot)
@@ -377,15 +385,6 @@ class _Vectors:
         slot = self.slot_of.get(event_id)
         if slot is not None:
             self.importance[slot] = value
-
-    def _tagged(self, tag: str) -> npt.NDArray[np.int64]:
-        # Sets are cheap to update and arrays cheap to use; cache the array until the tag changes.
-        array = self._tag_arrays.get(tag)
-        if array is None:
-            slots = self.tag_slots.get(tag, set())
-            array = np.fromiter(slots, dtype=np.int64, count=len(slots))
-            self._tag_arrays[tag] = array
-        return array
 
     def _mask(self, filters: SearchFilters) -> npt.NDArray[np.bool_] | None:
         code = self.bank_codes.get(filters.bank_id)
@@ -404,10 +403,10 @@ class _Vectors:
         if filters.min_importance is not None:
             mask &= self.importance[:n] >= filters.min_importance
         if filters.tags_any is not None:
-            tagged = np.zeros(n, dtype=np.bool_)
+            wanted = np.zeros(len(self._sets), dtype=np.bool_)
             for tag in filters.tags_any:
-                tagged[self._tagged(tag)] = True
-            mask &= tagged
+                wanted |= self._holding(tag)
+            mask &= wanted[self.tag_sets[:n]]
         return mask
 
     def search(

@@ -39,10 +39,13 @@ LATENCY_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0,
 BATCH_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0)
 STAGE_BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 10.0)
 RESULT_BUCKETS = (0.0, 1.0, 2.0, 3.0, 5.0, 10.0, 20.0, 50.0, 100.0)
+# A round of one bank: a few ms once its epoch is decayed, tens of seconds for a large pass.
+ROUND_BUCKETS = (0.01, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 20.0, 40.0, 80.0)
 
 # The label values known up front get a zero series, so rate() sees the first event.
 DEAD_LETTER_KINDS = ("invalid", "conflict", "failed")
 ROUND_OUTCOMES = ("complete", "partial")
+ROUND_PARTS = ("round", "decay")
 OUTPUT_KINDS = ("observation", "preference", "procedure", "superseded")
 UPDATE_KINDS = ("reinforced", "decayed")
 NO_FACT_TYPE = "none"
@@ -173,6 +176,13 @@ class Metrics:
             ["kind"],
             registry=r,
         )
+        self.consolidation_round_seconds = Histogram(
+            "cogsub_consolidation_round_seconds",
+            "One consolidation round of a bank, and (part=decay) its decay pass",
+            ["part"],
+            buckets=ROUND_BUCKETS,
+            registry=r,
+        )
         self.consolidation_scanned = Counter(
             "cogsub_consolidation_scanned", "Memories consolidation rounds read", registry=r
         )
@@ -198,6 +208,8 @@ class Metrics:
             self.events_dead_lettered.labels(kind)
         for outcome in ROUND_OUTCOMES:
             self.consolidation_rounds.labels(outcome)
+        for part in ROUND_PARTS:
+            self.consolidation_round_seconds.labels(part)
         for kind in OUTPUT_KINDS:
             self.consolidation_outputs.labels(kind)
         for kind in UPDATE_KINDS:
@@ -233,6 +245,8 @@ class Metrics:
     def record_round(self, report: ConsolidationReport) -> None:
         """Count one consolidation round and what it produced (an ``on_round`` callback)."""
         self.consolidation_rounds.labels("complete" if report.complete else "partial").inc()
+        self.consolidation_round_seconds.labels("round").observe(report.took_ms / 1000)
+        self.consolidation_round_seconds.labels("decay").observe(report.decay_ms / 1000)
         produced = zip(
             OUTPUT_KINDS,
             (report.observations, report.preferences, report.procedures, report.superseded),

@@ -126,14 +126,17 @@ class ConsolidationRound:
 
     async def run(self, bank_id: str, *, decay: bool = True) -> ConsolidationReport:
         """One bounded round over ``bank_id``; returns what it produced."""
+        began = time.perf_counter()
         progress = _Progress(budget=self.policy.max_outputs)
         facts = await self._active(bank_id, {FactType.WORLD, FactType.EXPERIENCE}, progress)
         groups = await self._observations(bank_id, facts, progress)
         await self._corrections(bank_id, progress)
         await self._inferred_preferences(bank_id, facts, groups, progress)
         await self._conflicts(bank_id, progress)
+        decay_began = time.perf_counter()
         if decay:
             await self._decay(bank_id, progress)
+        done = time.perf_counter()
         report = ConsolidationReport(
             bank_id=bank_id,
             observations=progress.observations,
@@ -144,6 +147,8 @@ class ConsolidationRound:
             decayed=progress.decayed,
             scanned=progress.scanned,
             complete=progress.complete,
+            took_ms=round((done - began) * 1000),
+            decay_ms=round((done - decay_began) * 1000),
         )
         log.info("consolidation_round", **report.model_dump(exclude={"bank_id"}), bank_id=bank_id)
         return report

@@ -275,6 +275,27 @@ async def test_a_warm_vector_cache_follows_replaced_filter_fields(
     assert await found(min_importance=0.9) == 1
 
 
+async def test_a_tag_filter_sees_tag_sets_that_appear_after_it_was_first_used(
+    index: SqliteMemoryIndex, unique_name: str
+) -> None:
+    bank = unique_name
+    await index.upsert([doc(bank, "a", tags=["red"]), doc(bank, "b", tags=["red", "blue"])])
+    query = axis(DIMENSION)
+
+    async def tagged(*tags: str) -> set[str]:
+        chosen = SearchFilters(bank_id=bank, tags_any=frozenset(tags))
+        return {hit.document.event_id for hit in await index.search_vector(query, chosen, size=9)}
+
+    assert await tagged("blue") == {f"{bank}-b"}
+    await index.upsert([doc(bank, "c", tags=["green", "blue"]), doc(bank, "d", tags=["blue"])])
+    assert await tagged("blue") == {f"{bank}-b", f"{bank}-c", f"{bank}-d"}  # sets new since
+    assert await tagged("green", "red") == {f"{bank}-a", f"{bank}-b", f"{bank}-c"}
+    await index.delete(bank, f"{bank}-c")
+    await index.update(bank, f"{bank}-b", DocumentPatch(drop_tags_under=("blue",)))
+    assert await tagged("blue") == {f"{bank}-d"}
+    assert await tagged("red") == {f"{bank}-a", f"{bank}-b"}
+
+
 async def test_deleted_slots_are_reused(index: SqliteMemoryIndex, unique_name: str) -> None:
     bank = unique_name
     await index.upsert([doc(bank, f"d{i}", embedding=unit_vector(i, DIMENSION)) for i in range(5)])

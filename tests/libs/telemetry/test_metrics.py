@@ -150,9 +150,12 @@ def test_a_round_counts_by_outcome_and_kind() -> None:
             reinforced=4,
             decayed=9,
             scanned=120,
+            took_ms=3_500,
+            decay_ms=3_000,
         )
     )
-    metrics.record_round(ConsolidationReport(bank_id="bank-b", scanned=2_000, complete=False))
+    report = ConsolidationReport(bank_id="bank-b", scanned=2_000, complete=False, took_ms=40)
+    metrics.record_round(report)
 
     assert value(metrics, "cogsub_consolidation_rounds_total", outcome="complete") == 1
     assert value(metrics, "cogsub_consolidation_rounds_total", outcome="partial") == 1
@@ -164,6 +167,11 @@ def test_a_round_counts_by_outcome_and_kind() -> None:
     assert value(metrics, "cogsub_consolidation_updates_total", kind="reinforced") == 4
     assert value(metrics, "cogsub_consolidation_updates_total", kind="decayed") == 9
     assert value(metrics, "cogsub_consolidation_scanned_total") == 2_120
+    seconds = "cogsub_consolidation_round_seconds"
+    assert value(metrics, f"{seconds}_sum", part="round") == pytest.approx(3.54)
+    assert value(metrics, f"{seconds}_sum", part="decay") == pytest.approx(3.0)
+    assert value(metrics, f"{seconds}_bucket", part="round", le="0.05") == 1
+    assert value(metrics, f"{seconds}_count", part="decay") == 2
     assert "bank-a" not in metrics.exposition().decode()  # banks are never label values
 
 

@@ -1,0 +1,78 @@
+"""`python -m benchmarks.vector_memory`: what a document costs in the embedded index's vector cache.
+
+The cache (``cogsub.index.sqlite._Vectors``) holds, per document, its unit vector and filter
+columns, and maps its id to a slot. This fills one with ``--documents`` soak-like rows (ids of
+events and of facts, ten banks, two of eight subjects as tags, half with a proof count) and
+reports what tracemalloc sees per document: all of it, and the numpy arrays alone. The rest is
+Python objects per document; it is what grows with the data besides the vectors themselves.
+"""
+
+from __future__ import annotations
+
+import argparse
+import gc
+import json
+import random
+import tracemalloc
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from cogsub.index.sqlite import _Vectors
+
+SUBJECTS = ["billing", "search", "auth", "payments", "ingestion", "reporting", "mobile", "infra"]
+DIMENSION = 8
+
+
+def rows(start: int, count: int, rng: random.Random) -> list[tuple[Any, ...]]:
+    """Rows as the index loads them (``_ROW_COLUMNS``)."""
+    vector = np.ones(DIMENSION, dtype=np.float32).tobytes()
+    made = []
+    for i in range(start, start + count):
+        tags = rng.sample(SUBJECTS, 2) + ([f"proof:{rng.randint(1, 4)}"] if i % 2 else [])
+        event_id = f"soak-{i:07d}" if i % 2 == 0 else f"fact-{rng.getrandbits(96):024x}"
+        fact = "world" if i % 2 else None
+        ts_us = 1_700_000_000_000_000 + i
+        made.append((i + 1, event_id, f"bank-{i % 10}", fact, ts_us, 0.5, json.dumps(tags), vector))
+    return made
+
+
+def measure(count: int) -> dict[str, Any]:
+    rng = random.Random(1)
+    gc.collect()
+    tracemalloc.start()
+    try:
+        vectors = _Vectors(DIMENSION, 0)
+        for start in range(0, count, 4096):
+            # Made while tracing and dropped after: what stays is what the cache keeps.
+            vectors.put(rows(start, min(4096, count - start), rng))
+        gc.collect()
+        traced, _ = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    return {
+        "documents": count,
+        "bytes_per_document": round(traced / count, 1),
+        "array_bytes_per_document": round(vectors.nbytes / count, 1),
+    }
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--documents", type=int, default=100_000)
+    parser.add_argument("--json", action="store_true")
+    args = parser.parse_args(argv)
+    result = measure(args.documents)
+    if args.json:
+        print(json.dumps(result))
+    else:
+        print(
+            f"{result['documents']:,} documents: {result['bytes_per_document']} bytes each in "
+            f"the vector cache, {result['array_bytes_per_document']} of them in arrays"
+        )
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
