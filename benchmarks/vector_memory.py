@@ -2,7 +2,8 @@
 
 The cache (``cogsub.index.sqlite._Vectors``) holds, per document, its unit vector and filter
 columns, and maps its id to a slot. This fills one with ``--documents`` soak-like rows (ids of
-events and of facts, ten banks, two of eight subjects as tags, half with a proof count) and
+events and of facts, ten banks, two of eight subjects as tags, half with a proof count, and a
+share ``--unique-tags`` with a tag of their own, as observations' ``cluster:`` tags are) and
 reports what tracemalloc sees per document: all of it, and the numpy arrays alone. The rest is
 Python objects per document; it is what grows with the data besides the vectors themselves.
 """
@@ -25,12 +26,14 @@ SUBJECTS = ["billing", "search", "auth", "payments", "ingestion", "reporting", "
 DIMENSION = 8
 
 
-def rows(start: int, count: int, rng: random.Random) -> list[tuple[Any, ...]]:
+def rows(start: int, count: int, rng: random.Random, unique: float) -> list[tuple[Any, ...]]:
     """Rows as the index loads them (``_ROW_COLUMNS``)."""
     vector = np.ones(DIMENSION, dtype=np.float32).tobytes()
     made = []
     for i in range(start, start + count):
         tags = rng.sample(SUBJECTS, 2) + ([f"proof:{rng.randint(1, 4)}"] if i % 2 else [])
+        if rng.random() < unique:
+            tags.append(f"cluster:{i:07d}")
         event_id = f"soak-{i:07d}" if i % 2 == 0 else f"fact-{rng.getrandbits(96):024x}"
         fact = "world" if i % 2 else None
         ts_us = 1_700_000_000_000_000 + i
@@ -38,7 +41,7 @@ def rows(start: int, count: int, rng: random.Random) -> list[tuple[Any, ...]]:
     return made
 
 
-def measure(count: int) -> dict[str, Any]:
+def measure(count: int, unique: float = 0.05) -> dict[str, Any]:
     rng = random.Random(1)
     gc.collect()
     tracemalloc.start()
@@ -46,13 +49,14 @@ def measure(count: int) -> dict[str, Any]:
         vectors = _Vectors(DIMENSION, 0)
         for start in range(0, count, 4096):
             # Made while tracing and dropped after: what stays is what the cache keeps.
-            vectors.put(rows(start, min(4096, count - start), rng))
+            vectors.put(rows(start, min(4096, count - start), rng, unique))
         gc.collect()
         traced, _ = tracemalloc.get_traced_memory()
     finally:
         tracemalloc.stop()
     return {
         "documents": count,
+        "unique_tags": unique,
         "bytes_per_document": round(traced / count, 1),
         "array_bytes_per_document": round(vectors.nbytes / count, 1),
     }
@@ -61,14 +65,18 @@ def measure(count: int) -> dict[str, Any]:
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--documents", type=int, default=100_000)
+    parser.add_argument(
+        "--unique-tags", type=float, default=0.05, help="share of rows with a tag of their own"
+    )
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args(argv)
-    result = measure(args.documents)
+    result = measure(args.documents, args.unique_tags)
     if args.json:
         print(json.dumps(result))
     else:
         print(
-            f"{result['documents']:,} documents: {result['bytes_per_document']} bytes each in "
+            f"{result['documents']:,} documents ({result['unique_tags']:.0%} with a tag of their "
+            f"own): {result['bytes_per_document']} bytes each in "
             f"the vector cache, {result['array_bytes_per_document']} of them in arrays"
         )
     return 0

@@ -32,7 +32,9 @@ def test_percentile_picks_from_the_sorted_values() -> None:
 def test_round_totals_come_from_the_round_metrics() -> None:
     metrics = Metrics()
     assert _round_totals(metrics) == {"rounds": 0, "round_s": 0.0, "decay_s": 0.0}
-    for took_ms, decay_ms in ((4_000, 3_000), (1_500, 0)):
-        report = ConsolidationReport(bank_id="b", took_ms=took_ms, decay_ms=decay_ms)
+    for took_ms, decay_ms, decayed in ((4_000, 3_000, 7), (1_500, 0, 0)):
+        report = ConsolidationReport(
+            bank_id="b", took_ms=took_ms, decay_ms=decay_ms, decayed=decayed
+        )
         metrics.record_round(report)
     assert _round_totals(metrics) == {"rounds": 2, "round_s": 5.5, "decay_s": 3.0}

@@ -993,6 +993,9 @@ class MemoryIndexContract:
         )
         assert await index.decay_page(f"{bank}-empty", step, size=5) == DecayedPage(0, None)
         assert_same_document(await index.get(bank, doc.event_id), doc)
+        keeping = DecayStep(rate=1.0, floor=0.05, before=BASE_TIME)  # changes no factor
+        assert await index.decay_page(bank, keeping, size=5) == DecayedPage(0, doc.event_id)
+        assert_same_document(await index.get(bank, doc.event_id), doc)
         for size in (0, -1):
             with pytest.raises(InvalidInputError):
                 await index.decay_page(bank, step, size=size)

@@ -343,21 +343,42 @@ class OpenSearchMemoryIndex:
         decayed = 0
         for _ in range(self._max_update_attempts):
             lines = queries.bulk_decay_lines(self._index, hits, step)
-            if not lines:
-                return decayed
-            with _translated("decay page"):
-                response = await self._client.bulk(body=lines, refresh=_REFRESH)
-            failures = queries.bulk_failures(response)
-            _raise_for_failures([failure for failure in failures if failure.status != 409])
-            decayed += len(lines) // 2 - len(failures)
-            conflicted = [lines[2 * failure.position]["update"]["_id"] for failure in failures]
+            conflicted: list[str] = []
+            for start in range(0, len(lines), 2 * self._bulk_size):
+                chunk = lines[start : start + 2 * self._bulk_size]
+                with _translated("decay page"):
+                    response = await self._client.bulk(body=chunk, refresh=_REFRESH)
+                failures = queries.bulk_failures(response)
+                # 404: deleted since the page was read (forgotten), so nothing to decay;
+                # 409: changed since, so read again and decay what it is now.
+                _raise_for_failures([f for f in failures if f.status not in (404, 409)])
+                decayed += len(chunk) // 2 - len(failures)
+                conflicted += [
+                    chunk[2 * f.position]["update"]["_id"] for f in failures if f.status == 409
+                ]
             if not conflicted:
                 return decayed
             await _backoff()
-            body = queries.decay_signals_query(bank_id, conflicted)
-            with _translated("decay page"):
-                hits = (await self._client.search(index=self._index, body=body))["hits"]["hits"]
+            hits = await self._decay_signals(bank_id, conflicted)
         raise ConflictError(f"decay of a page lost {self._max_update_attempts} races in a row")
+
+    async def _decay_signals(self, bank_id: str, event_ids: list[str]) -> list[Any]:
+        """The documents' decay signals and versions, read in real time, of this bank only.
+
+        A search would answer from the last refresh, which may not hold the write that
+        won the race yet: the same stale version, and the same conflict, again.
+        """
+        with _translated("mget"):
+            response = await self._client.mget(
+                index=self._index,
+                body={"ids": event_ids},
+                _source_includes="bank_id,decay_factor,timestamp",
+            )
+        return [
+            found
+            for found in response["docs"]
+            if found.get("found") and found["_source"].get("bank_id") == bank_id
+        ]
 
     async def delete(self, bank_id: str, event_id: str) -> bool:
         """Remove the document if it belongs to ``bank_id``; ``True`` if it did."""

@@ -158,12 +158,6 @@ def decay_page_query(bank_id: str, size: int, *, after: str | None) -> Body:
     return {**scan_query(SearchFilters(bank_id=bank_id), size, after=after), **_DECAY_SIGNALS}
 
 
-def decay_signals_query(bank_id: str, event_ids: Sequence[str]) -> Body:
-    """The decay signals of the listed documents of the bank, read again after a conflict."""
-    clauses: list[Body] = [{"term": {"bank_id": bank_id}}, {"ids": {"values": list(event_ids)}}]
-    return {"size": len(event_ids), "query": {"bool": {"filter": clauses}}, **_DECAY_SIGNALS}
-
-
 def bulk_decay_lines(index: str, hits: Sequence[Mapping[str, Any]], step: DecayStep) -> list[Body]:
     """Bulk partial ``update`` actions for the hits ``step`` changes, each only at the version read.
 

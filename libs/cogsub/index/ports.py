@@ -31,7 +31,9 @@ Contract every adapter keeps:
   (the next cursor), or ``None`` for the cursor once no document is after
   ``after``. Background decay walks a bank with it without reading a document.
   A page is one atomic write where the engine has transactions; elsewhere a
-  document another writer changes during the page keeps that writer's value.
+  document another writer changes during the page is decayed from that
+  writer's value (never from the one read before), and one deleted meanwhile
+  is skipped.
 - ``delete_many`` removes the listed documents of one bank and returns how
   many it removed: ids of another bank, unknown ids and repeats count 0 and
   are left alone (another bank's document is never touched); an empty list

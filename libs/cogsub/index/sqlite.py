@@ -266,6 +266,88 @@ def _document(body: str, blob: bytes) -> IndexDocument:
     return IndexDocument.model_validate(data)
 
 
+class _TagSets:
+    """Distinct tag sets by number (0: no tags), each counted by the slots that hold it.
+
+    A set no slot holds any more gives its number back, so the sets stay as many as
+    the documents have, however they were re-tagged or forgotten. Which sets hold a
+    tag is kept per tag and updated as sets come and go, not rebuilt.
+    """
+
+    _MAX_CACHED_TAGS = 1024  # filters name any string; only so many answers are kept
+
+    def __init__(self) -> None:
+        self._sets: list[tuple[str, ...]] = [()]
+        self._users = [0]
+        self._numbers: dict[tuple[str, ...], int] = {(): 0}
+        self._free: list[int] = []
+        self._capacity = 64
+        self._holding: dict[str, npt.NDArray[np.bool_]] = {}
+
+    def __len__(self) -> int:
+        return len(self._numbers)
+
+    def take(self, tags: tuple[str, ...]) -> int:
+        """The number of ``tags``, counted once more."""
+        number = self._numbers.get(tags)
+        if number is None:
+            number = self._add(tags)
+        self._users[number] += 1
+        return number
+
+    def release(self, number: int) -> None:
+        """One slot fewer holds set ``number``; the last one gives the number back."""
+        if number == 0:
+            return
+        self._users[number] -= 1
+        if self._users[number] == 0:
+            del self._numbers[self._sets[number]]
+            self._sets[number] = ()
+            self._free.append(number)
+            for holding in self._holding.values():
+                holding[number] = False
+
+    def holding_any(self, tags: Collection[str]) -> npt.NDArray[np.bool_]:
+        """By set number: whether the set holds any of ``tags``."""
+        wanted = np.zeros(self._capacity, dtype=np.bool_)
+        for tag in tags:
+            wanted |= self._holding_tag(tag)
+        return wanted
+
+    def _add(self, tags: tuple[str, ...]) -> int:
+        if self._free:
+            number = self._free.pop()
+            self._sets[number] = tags
+        else:
+            number = len(self._sets)
+            self._sets.append(tags)
+            self._users.append(0)
+            if number == self._capacity:
+                self._grow()
+        self._numbers[tags] = number
+        for tag, holding in self._holding.items():
+            holding[number] = tag in tags
+        return number
+
+    def _grow(self) -> None:
+        self._capacity *= 2
+        for tag, holding in self._holding.items():
+            grown = np.zeros(self._capacity, dtype=np.bool_)
+            grown[: holding.size] = holding
+            self._holding[tag] = grown
+
+    def _holding_tag(self, tag: str) -> npt.NDArray[np.bool_]:
+        holding = self._holding.get(tag)
+        if holding is None:
+            holding = np.zeros(self._capacity, dtype=np.bool_)
+            sets = self._sets
+            holding[: len(sets)] = np.fromiter((tag in t for t in sets), np.bool_, len(sets))
+            if len(self._holding) >= self._MAX_CACHED_TAGS:
+                self._holding.clear()
+            self._holding[tag] = holding
+        return holding
+
+
 class _Vectors:
     """Unit document vectors as matrix columns (slots), with parallel filter arrays.
 
@@ -285,9 +367,7 @@ class _Vectors:
         # A slot's tags as the number of its tag set: documents share a few sets (a
         # set of slots per tag and a tuple per slot took ~250 bytes a document).
         self.tag_sets = np.zeros(0, dtype=np.int32)
-        self._sets: list[tuple[str, ...]] = [()]
-        self._set_numbers: dict[tuple[str, ...], int] = {(): 0}
-        self._sets_with: dict[str, npt.NDArray[np.bool_]] = {}
+        self._tags = _TagSets()
         self.slot_of: dict[str, int] = {}
         self.bank_codes: dict[str, int] = {}
         self.free: list[int] = []
@@ -344,34 +424,19 @@ class _Vectors:
             self.facts[slot] = 0 if fact is None else _FACT_CODES[FactType(fact)]
             self.times[slot] = ts_us
             self.importance[slot] = importance
-            self.tag_sets[slot] = self._set_number(tuple(json.loads(tags)))
+            number = self._tags.take(tuple(json.loads(tags)))
+            self._tags.release(int(self.tag_sets[slot]))  # a replaced row's set, if any
+            self.tag_sets[slot] = number
         matrix = np.frombuffer(b"".join(row[-1] for row in latest), dtype=np.float32)
         matrix = matrix.reshape(len(latest), self.dimension)
         norms = np.linalg.norm(matrix, axis=1, keepdims=True)
         self.columns[:, slots] = (matrix / np.where(norms > 0, norms, 1.0)).T
 
-    def _set_number(self, tags: tuple[str, ...]) -> int:
-        number = self._set_numbers.get(tags)
-        if number is None:
-            number = len(self._sets)
-            self._sets.append(tags)
-            self._set_numbers[tags] = number
-            self._sets_with.clear()  # the new set may hold any tag
-        return number
-
-    def _holding(self, tag: str) -> npt.NDArray[np.bool_]:
-        """Which tag sets (by number) hold ``tag``; kept until a new set appears."""
-        holding = self._sets_with.get(tag)
-        if holding is None:
-            sets = self._sets
-            holding = np.fromiter((tag in tags for tags in sets), dtype=np.bool_, count=len(sets))
-            self._sets_with[tag] = holding
-        return holding
-
     def remove(self, event_id: str) -> None:
         slot = self.slot_of.pop(event_id, None)
         if slot is None:
             return
+        self._tags.release(int(self.tag_sets[slot]))
         self.tag_sets[slot] = 0
         self.banks[slot] = -1
         self.columns[:, slot] = 0.0
@@ -403,10 +468,7 @@ class _Vectors:
         if filters.min_importance is not None:
             mask &= self.importance[:n] >= filters.min_importance
         if filters.tags_any is not None:
-            wanted = np.zeros(len(self._sets), dtype=np.bool_)
-            for tag in filters.tags_any:
-                wanted |= self._holding(tag)
-            mask &= wanted[self.tag_sets[:n]]
+            mask &= self._tags.holding_any(filters.tags_any)[self.tag_sets[:n]]
         return mask
 
     def search(
@@ -799,12 +861,23 @@ class SqliteMemoryIndex:
                 return DecayedPage(0, None)
             # 17 digits (the ! asks for more than 16): SQLite writes a REAL into JSON with 15,
             # which may be another double than the one computed.
+            factor = "json_extract(body, '$.decay_factor')"
+            decayed = f"max(?, min(1.0, {factor}) * ?)"
             cursor = conn.execute(
-                "UPDATE documents SET body = json_set(body, '$.decay_factor', json(printf('%!.17g',"  # noqa: S608 - ours
-                " max(?, min(1.0, json_extract(body, '$.decay_factor')) * ?))))"
+                f"UPDATE documents SET body = json_set(body, '$.decay_factor',"  # noqa: S608 - ours
+                f" json(printf('%!.17g', {decayed})))"
                 f" WHERE bank_id = ? {start} AND event_id <= ? AND ts_us < ?"
-                " AND json_extract(body, '$.decay_factor') > ?",
-                (step.floor, step.rate, *bounds, last, _epoch_us(step.before), step.floor),
+                f" AND {factor} > ? AND {decayed} <> {factor}",
+                (
+                    step.floor,
+                    step.rate,
+                    *bounds,
+                    last,
+                    _epoch_us(step.before),
+                    step.floor,
+                    step.floor,
+                    step.rate,
+                ),
             )
         return DecayedPage(int(cursor.rowcount), str(last))
 

@@ -178,7 +178,7 @@ class Metrics:
         )
         self.consolidation_round_seconds = Histogram(
             "cogsub_consolidation_round_seconds",
-            "One consolidation round of a bank, and (part=decay) its decay pass",
+            "One consolidation round of a bank, and (part=decay) its decay pass if it decayed",
             ["part"],
             buckets=ROUND_BUCKETS,
             registry=r,
@@ -246,7 +246,8 @@ class Metrics:
         """Count one consolidation round and what it produced (an ``on_round`` callback)."""
         self.consolidation_rounds.labels("complete" if report.complete else "partial").inc()
         self.consolidation_round_seconds.labels("round").observe(report.took_ms / 1000)
-        self.consolidation_round_seconds.labels("decay").observe(report.decay_ms / 1000)
+        if report.decayed:  # a pass that ran: most rounds find their epoch already done
+            self.consolidation_round_seconds.labels("decay").observe(report.decay_ms / 1000)
         produced = zip(
             OUTPUT_KINDS,
             (report.observations, report.preferences, report.procedures, report.superseded),

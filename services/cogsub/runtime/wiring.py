@@ -338,14 +338,12 @@ class Consolidation:
     rounds: ConsolidationRound
     worker: ConsolidationWorker
     extractor: FactExtractor | None
-    on_round: Callable[[ConsolidationReport], None] | None = None
 
     async def run_round(self, bank_id: str) -> ConsolidationReport:
+        """A round asked for over the API: counted like any other, never beside one of the
+        worker's on the same bank (two decay passes would each step the pages they reach)."""
         await self.worker.prepare()
-        report = await self.rounds.run(bank_id)
-        if self.on_round is not None:  # a round asked for over the API counts like any other
-            self.on_round(report)
-        return report
+        return await self.worker.round_of(bank_id)
 
     async def aclose(self) -> None:
         if self.extractor is not None:
@@ -407,9 +405,7 @@ def build_consolidation(stack: Stack) -> Consolidation:
         batch_size=tuning.batch_size,
         on_round=stack.metrics.record_round,
     )
-    return Consolidation(
-        rounds=rounds, worker=worker, extractor=extractor, on_round=stack.metrics.record_round
-    )
+    return Consolidation(rounds=rounds, worker=worker, extractor=extractor)
 
 
 def ingestion_lag(settings: Settings) -> list[LagTarget]:

@@ -302,6 +302,28 @@ async def test_a_decay_page_that_loses_a_race_decays_the_new_value_once(
     assert idle is not None and idle.decay_factor == 0.5
 
 
+async def test_a_memory_forgotten_while_its_page_is_decayed_is_skipped(
+    index: OpenSearchMemoryIndex, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    old = "2026-05-01T00:00:00.000Z"
+    await index.upsert([make_doc("gone", timestamp=old), make_doc("kept", timestamp=old)])
+    bulk = index._client.bulk
+    forgotten: list[str] = []
+
+    async def forgotten_in_between(*args: object, **kwargs: object) -> object:
+        if not forgotten:  # forget lands after the page was read, before it is written
+            forgotten.append("gone")
+            await index.delete("bank-a", "gone")  # its own bulk passes through
+        return await bulk(*args, **kwargs)
+
+    monkeypatch.setattr(index._client, "bulk", forgotten_in_between)
+    step = DecayStep(rate=0.5, floor=0.05, before=datetime(2026, 5, 8, tzinfo=UTC))
+    assert await index.decay_page("bank-a", step, size=10) == DecayedPage(1, "kept")
+    kept = await index.get("bank-a", "kept")
+    assert kept is not None and kept.decay_factor == 0.5
+    assert await index.get("bank-a", "gone") is None
+
+
 async def test_delete_and_count(index: OpenSearchMemoryIndex) -> None:
     await index.upsert([make_doc("e1"), make_doc("e2")])
     assert await index.delete("bank-a", "e1") is True

@@ -104,7 +104,6 @@ CASES: dict[str, Callable[[], Any]] = {
     "bulk_lines": lambda: q.bulk_index_lines("experience_events", [_doc("e1"), _doc("e2")]),
     "decay_page_first": lambda: q.decay_page_query("bank-a", 500, after=None),
     "decay_page_after": lambda: q.decay_page_query("bank-a", 500, after="e9"),
-    "decay_signals": lambda: q.decay_signals_query("bank-a", ["e1", "e2"]),
     "bulk_decay_lines": lambda: q.bulk_decay_lines("experience_events", DECAY_HITS, DECAY),
 }
 

@@ -19,6 +19,7 @@ from cogsub.core.events import FactType
 from cogsub.core.memory import ConsolidationReport, RetainRequest
 from cogsub.core.topics import CONSOLIDATION_DLQ, CONSOLIDATION_REQUEST, EXPERIENCE_ENRICHED
 from cogsub.extraction.llm import LLMExtractor
+from cogsub.runtime.wiring import Consolidation
 from tests.fixtures.chat_server import ChatServer
 from tests.services.consolidation.stack import ConsolidationStack, consolidation_stack
 
@@ -174,6 +175,33 @@ class GatedRounds:
         self.started.append(bank_id)
         await self.gate.wait()
         return await self.inner.run(bank_id, decay=decay)
+
+
+async def test_a_round_asked_for_waits_for_the_workers_round_of_the_bank(tmp_path: Path) -> None:
+    reports: list[ConsolidationReport] = []
+    async with consolidation_stack(tmp_path) as stack:
+        rounds = GatedRounds(stack.rounds)
+        worker = ConsolidationWorker(
+            bus=stack.bus,
+            rounds=rounds,  # type: ignore[arg-type]
+            facts=stack.facts,
+            group="consolidation-asked",
+            on_round=reports.append,
+        )
+        asked = Consolidation(rounds=stack.rounds, worker=worker, extractor=None)
+        running = asyncio.create_task(worker.round_of(BANK))  # as the schedule would
+
+        async def held() -> bool:
+            return rounds.started == [BANK]
+
+        await _until(held)
+        over_the_api = asyncio.create_task(asked.run_round(BANK))
+        await asyncio.sleep(0.1)
+        assert rounds.started == [BANK] and not over_the_api.done()  # no second pass beside
+        rounds.gate.set()
+        await running
+        report = await over_the_api
+        assert rounds.started == [BANK, BANK] and reports[-1] == report  # counted once, after
 
 
 async def test_scheduled_rounds_run_beside_extraction_and_stop_with_the_worker(
