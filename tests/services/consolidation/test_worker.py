@@ -8,6 +8,7 @@ import json
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -177,18 +178,28 @@ class GatedRounds:
         return await self.inner.run(bank_id, decay=decay)
 
 
+def _worker_over(
+    stack: ConsolidationStack,
+    rounds: GatedRounds,
+    reports: list[ConsolidationReport],
+    **tuning: Any,
+) -> ConsolidationWorker:
+    """A worker over the stack whose rounds are ``rounds``, reporting into ``reports``."""
+    return ConsolidationWorker(
+        bus=stack.bus,
+        rounds=rounds,  # type: ignore[arg-type]
+        facts=stack.facts,
+        on_round=reports.append,
+        **tuning,
+    )
+
+
 async def test_a_round_asked_for_waits_for_the_workers_round_of_the_bank(tmp_path: Path) -> None:
     reports: list[ConsolidationReport] = []
     async with consolidation_stack(tmp_path) as stack:
         rounds = GatedRounds(stack.rounds)
-        worker = ConsolidationWorker(
-            bus=stack.bus,
-            rounds=rounds,  # type: ignore[arg-type]
-            facts=stack.facts,
-            group="consolidation-asked",
-            on_round=reports.append,
-        )
-        asked = Consolidation(rounds=stack.rounds, worker=worker, extractor=None)
+        worker = _worker_over(stack, rounds, reports, group="consolidation-asked")
+        asked = Consolidation(worker=worker, extractor=None)
         running = asyncio.create_task(worker.round_of(BANK))  # as the schedule would
 
         async def held() -> bool:
@@ -210,15 +221,14 @@ async def test_scheduled_rounds_run_beside_extraction_and_stop_with_the_worker(
     reports: list[ConsolidationReport] = []
     async with consolidation_stack(tmp_path) as stack:
         rounds = GatedRounds(stack.rounds)
-        worker = ConsolidationWorker(
-            bus=stack.bus,
-            rounds=rounds,  # type: ignore[arg-type]
-            facts=stack.facts,
+        worker = _worker_over(
+            stack,
+            rounds,
+            reports,
             group="consolidation-scheduled",
             schedule_s=0.05,
             poll_timeout_s=0.02,
             stop_grace_s=0.3,
-            on_round=reports.append,
         )
         stop = asyncio.Event()
         task = asyncio.create_task(worker.run(stop))
