@@ -34,7 +34,7 @@ if TYPE_CHECKING:  # the API, worker and service load only in the processes that
     from fastapi import FastAPI
 
     from cogsub.api.auth import ApiKeys
-    from cogsub.consolidation import ConsolidationWorker
+    from cogsub.consolidation import ConsolidationRound, ConsolidationWorker
     from cogsub.core.memory import ConsolidationReport
     from cogsub.extraction.ports import FactExtractor
     from cogsub.ingestion import BatchOutcome, IngestionWorker
@@ -333,8 +333,9 @@ def build_extractor(settings: ConsolidationSettings) -> FactExtractor | None:
 
 @dataclass
 class Consolidation:
-    """The consolidation worker over a stack (it runs the rounds) and the extractor it closes."""
+    """The consolidation round and worker over a stack (the extractor is theirs to close)."""
 
+    rounds: ConsolidationRound
     worker: ConsolidationWorker
     extractor: FactExtractor | None
 
@@ -404,7 +405,7 @@ def build_consolidation(stack: Stack) -> Consolidation:
         batch_size=tuning.batch_size,
         on_round=stack.metrics.record_round,
     )
-    return Consolidation(worker=worker, extractor=extractor)
+    return Consolidation(rounds=rounds, worker=worker, extractor=extractor)
 
 
 def ingestion_lag(settings: Settings) -> list[LagTarget]:

@@ -199,7 +199,7 @@ async def test_a_round_asked_for_waits_for_the_workers_round_of_the_bank(tmp_pat
     async with consolidation_stack(tmp_path) as stack:
         rounds = GatedRounds(stack.rounds)
         worker = _worker_over(stack, rounds, reports, group="consolidation-asked")
-        asked = Consolidation(worker=worker, extractor=None)
+        asked = Consolidation(rounds=stack.rounds, worker=worker, extractor=None)
         running = asyncio.create_task(worker.round_of(BANK))  # as the schedule would
 
         async def held() -> bool:
