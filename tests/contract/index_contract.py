@@ -259,6 +259,17 @@ class MemoryIndexContract:
     async def test_get_of_a_missing_document_is_none(self, index: MemoryIndex, bank: str) -> None:
         assert await index.get(bank, f"{bank}-never-written") is None
 
+    async def test_present_names_the_bank_s_documents_among_the_ids(
+        self, index: MemoryIndex, bank: str, other_bank: str
+    ) -> None:
+        assert await index.present(bank, []) == set()
+        await index.upsert([self.doc(bank, "a"), self.doc(bank, "b"), self.doc(other_bank, "c")])
+        asked = [f"{bank}-a", f"{other_bank}-c", f"{bank}-never-written", f"{bank}-a", ""]
+        assert await index.present(bank, asked) == {f"{bank}-a"}
+        assert await index.present(other_bank, asked) == {f"{other_bank}-c"}
+        await index.delete(bank, f"{bank}-a")
+        assert await index.present(bank, [f"{bank}-a", f"{bank}-b"]) == {f"{bank}-b"}
+
     async def test_upsert_is_idempotent_and_replaces_content(
         self, index: MemoryIndex, bank: str
     ) -> None:

@@ -236,6 +236,27 @@ class OpenSearchMemoryIndex:
         found = await self._get_versioned(bank_id, event_id)
         return None if found is None else found[0]
 
+    async def present(self, bank_id: str, event_ids: Sequence[str]) -> set[str]:
+        """Which of ``event_ids`` are documents of ``bank_id``: an ``mget`` per ``bulk_size``
+        ids, of the bank field alone, read in real time (a search would miss fresh writes)."""
+        wanted = [event_id for event_id in dict.fromkeys(event_ids) if event_id]
+        found: set[str] = set()
+        for start in range(0, len(wanted), self._bulk_size):
+            chunk = wanted[start : start + self._bulk_size]
+            try:
+                with _translated("mget"):
+                    response = await self._client.mget(
+                        index=self._index, body={"ids": chunk}, _source_includes="bank_id"
+                    )
+            except NotFoundError:  # no index yet: no documents
+                return found
+            found.update(
+                doc["_id"]
+                for doc in response["docs"]
+                if doc.get("found") and doc["_source"].get("bank_id") == bank_id
+            )
+        return found
+
     async def search_text(self, query: str, filters: SearchFilters, *, size: int) -> list[Hit]:
         """BM25 hits on ``summary`` plus exact tag matches; no terms (only punctuation): no hits."""
         queries.check_size(size)

@@ -200,6 +200,10 @@ class MemoryIndex(Protocol):
         """The document ``event_id`` of ``bank_id``, or ``None``."""
         ...
 
+    async def present(self, bank_id: str, event_ids: Sequence[str]) -> set[str]:
+        """Which of ``event_ids`` are documents of ``bank_id`` (one read, no bodies)."""
+        ...
+
     async def search_text(self, query: str, filters: SearchFilters, *, size: int) -> list[Hit]:
         """BM25 hits for ``query``."""
         ...

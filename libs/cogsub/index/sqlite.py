@@ -686,6 +686,20 @@ class SqliteMemoryIndex:
         ).fetchone()
         return None if found is None else _document(*found)
 
+    async def present(self, bank_id: str, event_ids: Sequence[str]) -> set[str]:
+        """Which of ``event_ids`` are documents of ``bank_id``: one query, no bodies read."""
+        if not event_ids:
+            return set()
+        return await self._read(self._present, bank_id, list(dict.fromkeys(event_ids)))
+
+    @staticmethod
+    def _present(conn: sqlite3.Connection, bank_id: str, event_ids: list[str]) -> set[str]:
+        rows = conn.execute(
+            f"SELECT event_id FROM documents WHERE {_BY_IDS_IN_BANK}",
+            (bank_id, json.dumps(event_ids)),
+        ).fetchall()
+        return {event_id for (event_id,) in rows}
+
     async def search_text(self, query: str, filters: SearchFilters, *, size: int) -> list[Hit]:
         """BM25 hits (higher is better) over summary and tags; no query terms means no hits."""
         _check_size(size)

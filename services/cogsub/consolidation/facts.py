@@ -59,9 +59,20 @@ class _Plan:
     event_id: str
     bank_id: str
     event: ArchivedEvent
+    # What extraction found, before each is decided new or a proof (then emptied).
+    candidates: list[tuple[DerivedMemory, list[float]]] = field(default_factory=list)
     new: list[tuple[DerivedMemory, list[float]]] = field(default_factory=list)
     merges: list[tuple[str, int]] = field(default_factory=list)
     skipped: str | None = None
+
+
+def _raise_retryable(results: Sequence[object]) -> None:
+    """Raise the first failure that is not an unusable announcement's own error."""
+    for result in results:
+        if isinstance(result, BaseException) and (
+            not isinstance(result, CogsubError) or result.retryable
+        ):
+            raise result
 
 
 @dataclass(frozen=True)
@@ -136,15 +147,26 @@ class FactStage:
         Raises:
             CogsubError: a retryable one (a backend is down) for the whole batch.
         """
-        planned = await asyncio.gather(
-            *(self._plan(payload) for payload in payloads), return_exceptions=True
+        read = await asyncio.gather(
+            *(self._extract(payload) for payload in payloads), return_exceptions=True
         )
-        for result in planned:
-            if isinstance(result, BaseException) and (
-                not isinstance(result, CogsubError) or result.retryable
-            ):
-                raise result
-        return PlannedBatch([p for p in planned if isinstance(p, _Plan | CogsubError)])
+        _raise_retryable(read)
+        plans = [p for p in read if isinstance(p, _Plan)]
+        known = await self._known_facts(plans)
+        decided = await asyncio.gather(
+            *(self._decide(plan, known[plan.bank_id]) for plan in plans), return_exceptions=True
+        )
+        _raise_retryable(decided)
+        failed = {
+            id(p): e for p, e in zip(plans, decided, strict=True) if isinstance(e, CogsubError)
+        }
+        return PlannedBatch(
+            [
+                failed.get(id(r), r) if isinstance(r, _Plan) else r
+                for r in read
+                if isinstance(r, _Plan | CogsubError)
+            ]
+        )
 
     async def write_planned(self, batch: PlannedBatch) -> list[ExtractionOutcome | CogsubError]:
         """Write what ``plan_many`` decided: the batch's new facts and proofs, together.
@@ -172,7 +194,8 @@ class FactStage:
             )
         return outcomes
 
-    async def _plan(self, payload: bytes) -> _Plan:
+    async def _extract(self, payload: bytes) -> _Plan:
+        """The event's facts, embedded, as candidates; what becomes of each is decided later."""
         event = await self._source(payload)
         plan = _Plan(event.event_id, event.bank_id, event)
         if event.fact_type is not None or event.type is EventType.CONSOLIDATION_OUTPUT:
@@ -192,21 +215,38 @@ class FactStage:
             return plan
         facts = await self._extractor.extract(item)
         vectors = await self._embedder.embed([fact.text for fact in facts]) if facts else []
-        for position, (fact, vector) in enumerate(zip(facts, vectors, strict=True)):
-            memory = self._memory(event, fact, position)
+        plan.candidates = [
+            (self._memory(event, fact, position), vector)
+            for position, (fact, vector) in enumerate(zip(facts, vectors, strict=True))
+        ]
+        return plan
+
+    async def _known_facts(self, plans: Sequence[_Plan]) -> dict[str, set[str]]:
+        """Per bank, which of the batch's candidate facts it holds: one lookup per bank."""
+        wanted: dict[str, list[str]] = {}
+        for plan in plans:
+            ids = wanted.setdefault(plan.bank_id, [])
+            ids.extend(memory.memory_id for memory, _ in plan.candidates)
+        banks = list(wanted)
+        found = await asyncio.gather(*(self._index.present(b, wanted[b]) for b in banks))
+        return dict(zip(banks, found, strict=True))
+
+    async def _decide(self, plan: _Plan, known: set[str]) -> None:
+        """Each candidate becomes a new fact or one more proof of a fact the bank holds."""
+        for position, (memory, vector) in enumerate(plan.candidates):
             # The same statement has the same id: a lookup by id finds it, however large
             # the bank; with a semantic embedder a nearest-neighbour check also catches
             # rewordings. Either way this source becomes one more piece of evidence.
-            if await self._index.get(event.bank_id, memory.memory_id) is not None:
+            if memory.memory_id in known:
                 plan.merges.append((memory.memory_id, position))
-            elif self._semantic and (
-                near := await self._near_duplicate(fact, vector, event.bank_id)
-            ):
+                continue
+            fact = ExtractedFact(memory.text, memory.fact_type)
+            if self._semantic and (near := await self._near_duplicate(fact, vector, plan.bank_id)):
                 plan.merges.append((near, position))
             else:
                 plan.new.append((memory, vector))
                 plan.merges.append((memory.memory_id, position))
-        return plan
+        plan.candidates = []
 
     async def _write_new(self, plans: Sequence[_Plan]) -> dict[str, str]:
         """Write the planned new facts; the id of each one created, with its source event.

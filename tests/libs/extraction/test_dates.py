@@ -233,3 +233,86 @@ def test_never_raises_and_mentions_do_not_overlap(text: str, when: datetime) -> 
         assert text[mention.start : mention.end] == mention.phrase
         ends = mention.end
     annotate_dates(text, mentions)
+
+
+# Phrases each rule matches (so a wrong cue shows), and words found around them.
+_PHRASES = [
+    "2023-05-07",
+    "7 May 2023",
+    "7th of Sept., 2023",
+    "May 7, 2023",
+    "31 March",
+    "Dec 3rd",
+    "today",
+    "Tonight",
+    "this evening",
+    "Yesterday",
+    "last night",
+    "tomorrow",
+    "a week ago",
+    "3 days ago",
+    "two Weeks ago",
+    "last weekend",
+    "next month",
+    "last year",
+    "this Sunday",
+    "next tuesday",
+    "Last Saturday",
+    "on Wednesday",
+    "on thursday",
+    "this Monday",
+    "next Friday",
+]
+_DATE_WORDS = st.sampled_from(
+    [
+        *_PHRASES,
+        "yesterday",
+        "LAST",
+        "night",
+        "next",
+        "this",
+        "Friday",
+        "mondays",
+        "on",
+        "May",
+        "may",
+        "Sept",
+        "7th",
+        "2023",
+        "ago",
+        "three",
+        "days",
+        "week",
+        "weekend",
+        "of",
+        ",",
+        "-",
+        "will",
+        "x",
+    ]
+)
+
+
+@pytest.mark.parametrize("phrase", _PHRASES)
+def test_every_rule_is_tried_where_its_phrase_is(phrase: str) -> None:
+    text = f"We talked {phrase} about it"
+    found = resolve_dates(text, WEDNESDAY)
+    assert [m.phrase for m in found] == [phrase]
+    assert found == resolve_dates(f"{text} \u00e9", WEDNESDAY)
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    words=st.lists(_DATE_WORDS | st.text(max_size=6), max_size=14),
+    joiner=st.sampled_from([" ", "  ", "-", ", ", "\n"]),
+    when=st.datetimes(timezones=st.timezones()),
+)
+def test_rules_skipped_for_a_text_without_their_cues_would_not_have_matched(
+    words: list[str], joiner: str, when: datetime
+) -> None:
+    # An ASCII text is only scanned by the rules whose cues it holds; any other text by
+    # every rule. A non-ASCII word appended after a space changes no mention before it,
+    # so the two readings of one text must agree.
+    text = joiner.join(words)
+    every_rule = resolve_dates(f"{text} \u00e9", when)
+    assert resolve_dates(text, when) == every_rule
