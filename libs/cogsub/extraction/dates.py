@@ -153,7 +153,7 @@ def _absolute(match: re.Match[str], today: date, _text: str) -> date | None:
 
 def _pattern(body: str) -> re.Pattern[str]:
     # The look-arounds keep "12 May 20234" or "x2023-05-07" from matching halfway.
-    return re.compile(r"(?<![\w-])" + body + r"(?![\w-])", re.I)
+    return re.compile(r"(?<![\w-])(?:" + body + r")(?![\w-])", re.I)
 
 
 # Every name and abbreviation of a month starts with one of these; a weekday, with its name.

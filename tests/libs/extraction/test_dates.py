@@ -303,7 +303,11 @@ def test_every_rule_is_tried_where_its_phrase_is(phrase: str) -> None:
 
 @settings(max_examples=300, deadline=None)
 @given(
-    words=st.lists(_DATE_WORDS | st.text(max_size=6), max_size=14),
+    # ASCII words: a text that is not ASCII is scanned by every rule either way.
+    words=st.lists(
+        _DATE_WORDS | st.text(alphabet=st.characters(max_codepoint=127), max_size=6),
+        max_size=14,
+    ),
     joiner=st.sampled_from([" ", "  ", "-", ", ", "\n"]),
     when=st.datetimes(timezones=st.timezones()),
 )
@@ -316,3 +320,9 @@ def test_rules_skipped_for_a_text_without_their_cues_would_not_have_matched(
     text = joiner.join(words)
     every_rule = resolve_dates(f"{text} \u00e9", when)
     assert resolve_dates(text, when) == every_rule
+
+
+@pytest.mark.parametrize("text", ["todays plan", "xtonight we go", "Mathis evening", "tonights"])
+def test_a_phrase_inside_a_longer_word_is_not_a_date(text: str) -> None:
+    # Every alternative of a rule is bounded, not only its first and last.
+    assert resolve_dates(text, WEDNESDAY) == ()
