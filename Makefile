@@ -5,7 +5,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-stamp
 BACKEND ?= embedded
 
-.PHONY: setup run demo test test-fast test-all lint typecheck format bench-ingest bench-recall bench-adapters bench-round-read bench-decay bench-soak faults experiments clean up down
+.PHONY: setup run demo test test-fast test-all lint typecheck format bench-ingest bench-recall bench-adapters bench-round-read bench-decay bench-extraction bench-soak faults experiments clean up down
 
 setup: $(STAMP)
 
@@ -81,3 +81,6 @@ bench-round-read: setup
 
 bench-decay: setup
 	$(BIN)/python -m benchmarks.decay_pass
+
+bench-extraction: setup
+	$(BIN)/python -m benchmarks.extraction

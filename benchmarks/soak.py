@@ -1,7 +1,9 @@
 """`make bench-soak`: sustained load on the embedded stack, with recall alongside.
 
-1. Calibrate: a burst of events through the stack `cogsub run` runs (ingestion and
-   consolidation workers, the memory service) measures the maximum ingest rate.
+1. Calibrate: bursts of events through the stack `cogsub run` runs (ingestion and
+   consolidation workers, the memory service) measure the maximum ingest rate, the
+   median of ``--calibrations`` (default 3) bursts. Each burst after the first runs on
+   the store the ones before it grew, so the bursts also show how the pace falls with size.
 2. Soak: producers publish at ``--load`` (default 80 %) of that rate for
    ``--duration`` seconds while ``--clients`` recall concurrently.
 
@@ -19,6 +21,7 @@ import asyncio
 import json
 import random
 import resource
+import statistics
 import sys
 import tempfile
 import time
@@ -108,9 +111,11 @@ def _bodies(count: int, *, start: int, prefix: str) -> list[bytes]:
     return [json.dumps(e).encode() for e in events]
 
 
-async def calibrate(running: RunningApi, counters: Counters, events: int) -> float:
+async def calibrate(
+    running: RunningApi, counters: Counters, events: int, *, start: int = 0
+) -> float:
     """Events/s the stack ingests from a standing backlog of ``events``."""
-    bodies = _bodies(events, start=0, prefix="calib")
+    bodies = _bodies(events, start=start, prefix="calib")
     # Counted from before the first publish: the worker starts on the burst while the
     # rest is still being published, and those events count too.
     started, before = time.perf_counter(), counters.indexed
@@ -172,11 +177,22 @@ async def soak(args: argparse.Namespace) -> dict[str, Any]:
                 asyncio.create_task(recall_client(running, counters, i, args.think_s, stop))
                 for i in range(args.clients)
             ]
-            maximum = await calibrate(running, counters, args.calibrate)
+            bursts = [
+                await calibrate(running, counters, args.calibrate, start=n * args.calibrate)
+                for n in range(args.calibrations)
+            ]
+            # The median: one burst's figure moved by a third between runs of one tree.
+            maximum = statistics.median(bursts)
+            of = (
+                f"the median of {', '.join(f'{b:.0f}' for b in bursts)}"
+                if len(bursts) > 1
+                else "one burst"
+            )
             counters.latencies_ms.clear()
             rate = args.rate or args.load * maximum
             print(
-                f"calibrated maximum {maximum:.0f} events/s (with {args.clients} recall clients); "
+                f"calibrated maximum {maximum:.0f} events/s, {of} "
+                f"(with {args.clients} recall clients); "
                 f"soaking at {rate:.0f} events/s for {args.duration:.0f} s",
                 flush=True,
             )
@@ -184,7 +200,7 @@ async def soak(args: argparse.Namespace) -> dict[str, Any]:
             samples = await _sample(running, counters, settings.ingestion.group, args)
             stop.set()
             await asyncio.gather(*tasks)
-    return _summary(samples, maximum, rate, counters, args)
+    return _summary(samples, bursts, rate, counters, args)
 
 
 async def _sample(
@@ -246,14 +262,20 @@ def _round_totals(metrics: Metrics) -> dict[str, Any]:
 
 
 def _summary(
-    samples: list[Sample], maximum: float, rate: float, counters: Counters, args: argparse.Namespace
+    samples: list[Sample],
+    bursts: list[float],
+    rate: float,
+    counters: Counters,
+    args: argparse.Namespace,
 ) -> dict[str, Any]:
+    maximum = statistics.median(bursts)
     late = samples[len(samples) // 2 :]
     throughput = sum(s.ingest_per_s for s in samples) / max(1, len(samples))
     return {
         "embedder": args.embedder,
         "duration_s": args.duration,
         "calibrated_max_events_per_s": round(maximum, 1),
+        "calibration_bursts_events_per_s": [round(b, 1) for b in bursts],
         "target_events_per_s": round(rate, 1),
         "mean_ingest_events_per_s": round(throughput, 1),
         "ratio_to_calibrated_max": round(throughput / maximum, 3),
@@ -299,7 +321,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--duration", type=float, default=180.0, help="soak seconds")
     parser.add_argument("--load", type=float, default=0.8, help="share of the calibrated max")
-    parser.add_argument("--calibrate", type=int, default=5_000, help="events in the burst")
+    parser.add_argument("--calibrate", type=int, default=5_000, help="events in each burst")
+    parser.add_argument(
+        "--calibrations", type=int, default=3, help="bursts; the maximum is their median"
+    )
     parser.add_argument(
         "--rate",
         type=float,
@@ -312,6 +337,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--embedder", choices=["hash", "minilm"], default="hash")
     parser.add_argument("--json", action="store_true", help="print the summary as JSON")
     args = parser.parse_args(argv)
+    if args.calibrations < 1:
+        parser.error(f"--calibrations must be at least 1, not {args.calibrations}")
+    if args.calibrate < 1:
+        parser.error(f"--calibrate must be at least 1 event, not {args.calibrate}")
     configure_logging(format="console", level="warning")
     summary = asyncio.run(soak(args))
     if args.json:

@@ -2,7 +2,15 @@
 
 from __future__ import annotations
 
-from benchmarks.soak import Sample, _per_document, _round_totals, percentile, slope_per_min
+import pytest
+from benchmarks.soak import (
+    Sample,
+    _per_document,
+    _round_totals,
+    main,
+    percentile,
+    slope_per_min,
+)
 
 from cogsub.core.memory import ConsolidationReport
 from cogsub.telemetry.metrics import Metrics
@@ -38,3 +46,13 @@ def test_round_totals_come_from_the_round_metrics() -> None:
         )
         metrics.record_round(report)
     assert _round_totals(metrics) == {"rounds": 2, "round_s": 5.5, "decay_s": 3.0}
+
+
+@pytest.mark.parametrize("argv", [["--calibrations", "0"], ["--calibrate", "0"]])
+def test_a_soak_without_a_burst_to_calibrate_on_is_refused(
+    argv: list[str], capsys: pytest.CaptureFixture[str]
+) -> None:
+    with pytest.raises(SystemExit) as refused:
+        main(argv)
+    assert refused.value.code == 2
+    assert f"{argv[0]} must be at least 1" in capsys.readouterr().err

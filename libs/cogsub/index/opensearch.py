@@ -250,11 +250,11 @@ class OpenSearchMemoryIndex:
                     )
             except NotFoundError:  # no index yet: no documents
                 return found
-            found.update(
-                doc["_id"]
-                for doc in response["docs"]
-                if doc.get("found") and doc["_source"].get("bank_id") == bank_id
-            )
+            for doc in response["docs"]:
+                if "error" in doc:  # a shard could not answer: absent is not known
+                    raise UnavailableError(f"index mget of {doc['_id']!r}: {doc['error']}")
+                if doc.get("found") and doc["_source"].get("bank_id") == bank_id:
+                    found.add(doc["_id"])
         return found
 
     async def search_text(self, query: str, filters: SearchFilters, *, size: int) -> list[Hit]:

@@ -201,7 +201,11 @@ class MemoryIndex(Protocol):
         ...
 
     async def present(self, bank_id: str, event_ids: Sequence[str]) -> set[str]:
-        """Which of ``event_ids`` are documents of ``bank_id`` (one read, no bodies)."""
+        """Which of ``event_ids`` are documents of ``bank_id``, reading no bodies.
+
+        One query on SQLite, one ``mget`` per ``bulk_size`` ids on OpenSearch: cheaper
+        than a ``get`` per id. Raises ``UnavailableError`` rather than call unread ids absent.
+        """
         ...
 
     async def search_text(self, query: str, filters: SearchFilters, *, size: int) -> list[Hit]:

@@ -154,7 +154,8 @@ class FactStage:
         plans = [p for p in read if isinstance(p, _Plan)]
         known = await self._known_facts(plans)
         decided = await asyncio.gather(
-            *(self._decide(plan, known[plan.bank_id]) for plan in plans), return_exceptions=True
+            *(self._decide(plan, known.get(plan.bank_id, set())) for plan in plans),
+            return_exceptions=True,
         )
         _raise_retryable(decided)
         failed = {
@@ -221,18 +222,34 @@ class FactStage:
         ]
         return plan
 
-    async def _known_facts(self, plans: Sequence[_Plan]) -> dict[str, set[str]]:
-        """Per bank, which of the batch's candidate facts it holds: one lookup per bank."""
+    async def _known_facts(self, plans: Sequence[_Plan]) -> dict[str, set[str] | CogsubError]:
+        """Per bank, which of the batch's candidate facts it holds: one lookup per bank.
+
+        A bank whose lookup failed for good maps to that error, which its announcements
+        then give; a retryable failure raises for the whole batch.
+        """
         wanted: dict[str, list[str]] = {}
         for plan in plans:
-            ids = wanted.setdefault(plan.bank_id, [])
-            ids.extend(memory.memory_id for memory, _ in plan.candidates)
+            if plan.candidates:
+                ids = wanted.setdefault(plan.bank_id, [])
+                ids.extend(memory.memory_id for memory, _ in plan.candidates)
         banks = list(wanted)
-        found = await asyncio.gather(*(self._index.present(b, wanted[b]) for b in banks))
-        return dict(zip(banks, found, strict=True))
+        found = await asyncio.gather(
+            *(self._index.present(b, wanted[b]) for b in banks), return_exceptions=True
+        )
+        _raise_retryable(found)
+        return {
+            bank: result
+            for bank, result in zip(banks, found, strict=True)
+            if isinstance(result, set | CogsubError)
+        }
 
-    async def _decide(self, plan: _Plan, known: set[str]) -> None:
+    async def _decide(self, plan: _Plan, known: set[str] | CogsubError) -> None:
         """Each candidate becomes a new fact or one more proof of a fact the bank holds."""
+        if isinstance(known, CogsubError):
+            if plan.candidates:
+                raise known
+            return  # skipped: nothing was looked up for it
         for position, (memory, vector) in enumerate(plan.candidates):
             # The same statement has the same id: a lookup by id finds it, however large
             # the bank; with a semantic embedder a nearest-neighbour check also catches

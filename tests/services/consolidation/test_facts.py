@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, cast
 
+import pytest
+
 from cogsub.consolidation import FactStage
+from cogsub.core.errors import CogsubError, ConflictError, UnavailableError
 from cogsub.core.events import FactType
 from cogsub.core.memory import RecallRequest, RetainRequest
 from cogsub.core.topics import EXPERIENCE_ENRICHED
@@ -30,7 +33,9 @@ async def _enriched(stack: ConsolidationStack, count: int) -> list[bytes]:
     return values
 
 
-async def _say(stack: ConsolidationStack, text: str, *, memory_id: str, **fields: object) -> str:
+async def _say(
+    stack: ConsolidationStack, text: str, *, memory_id: str, bank: str = BANK, **fields: object
+) -> str:
     request = RetainRequest(
         content=text,
         timestamp=MAY_8,
@@ -38,7 +43,7 @@ async def _say(stack: ConsolidationStack, text: str, *, memory_id: str, **fields
         wait=True,
         **fields,  # type: ignore[arg-type]
     )
-    return (await stack.service.retain(BANK, request)).object_storage_key
+    return (await stack.service.retain(bank, request)).object_storage_key
 
 
 async def test_plain_content_becomes_facts_linked_to_the_source(tmp_path: Path) -> None:
@@ -135,6 +140,52 @@ async def test_a_new_fact_is_born_with_its_proof_and_only_repeats_are_recounted(
         (again,) = await facts.handle_many([lisbon_again])  # a redelivery adds no proof
         assert not isinstance(again, Exception) and again.merged == ()
         assert await proofs(fact_id) == ["proof:2"]
+
+
+class _PresentFails:
+    """The index, failing the lookup of which facts exist for one bank."""
+
+    def __init__(self, index: MemoryIndex, bank_id: str, error: CogsubError) -> None:
+        self._index, self._bank_id, self._error = index, bank_id, error
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._index, name)
+
+    async def present(self, bank_id: str, event_ids: Sequence[str]) -> set[str]:
+        if bank_id == self._bank_id:
+            raise self._error
+        return await self._index.present(bank_id, event_ids)
+
+
+async def test_a_bank_whose_lookup_fails_for_good_fails_only_its_announcements(
+    tmp_path: Path,
+) -> None:
+    async with consolidation_stack(tmp_path) as stack:
+        await _say(stack, "Caroline: My sister lives in Lisbon.", memory_id="t-1")
+        await _say(stack, "Melanie: I paint sunsets.", memory_id="t-2", bank="melanie")
+        await _say(stack, "Caroline: hi!", memory_id="t-3")  # states no facts: not looked up
+        payloads = await _enriched(stack, 3)
+
+        def stage(error: CogsubError) -> FactStage:
+            failing = _PresentFails(stack.index, BANK, error)
+            return FactStage(
+                archive=stack.archive,
+                index=cast(MemoryIndex, failing),
+                embedder=stack.embedder,
+                extractor=OfflineExtractor(),
+                writer=stack.writer,
+                semantic=False,
+            )
+
+        with pytest.raises(UnavailableError):  # a backend down: the whole batch again
+            await stage(UnavailableError("index down")).handle_many(payloads)
+        assert await stack.index.count("melanie") == 1  # nothing written
+        conflict = ConflictError("mapping broken")
+        outcomes = await stage(conflict).handle_many(payloads)
+        by_source = {o.source_event_id: o for o in outcomes if not isinstance(o, CogsubError)}
+        assert [o for o in outcomes if isinstance(o, CogsubError)] == [conflict]
+        assert len(by_source["t-2"].created) == 1 and by_source["t-3"].skipped is not None
+        assert await stack.index.count("melanie") == 2 and await stack.index.count(BANK) == 2
 
 
 async def test_a_batch_planned_while_the_one_before_is_written_adds_its_proof(
