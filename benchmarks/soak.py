@@ -1,13 +1,20 @@
 """`make bench-soak`: sustained load on the embedded stack, with recall alongside.
 
-1. Calibrate: bursts of events through the stack `cogsub run` runs (ingestion and
-   consolidation workers, the memory service) measure the maximum ingest rate, the
+The soak's process runs the ingestion worker and the memory service; consolidation
+(extraction and scheduled rounds) runs in a `cogsub consolidator` process on the same
+data directory, stopped by its PID at the end (``--consolidator in-process`` runs it in
+the soak's process instead, one event loop for everything, as `cogsub run` does).
+
+1. Calibrate: bursts of events through that stack measure the maximum ingest rate, the
    median of ``--calibrations`` (default 3) bursts. Each burst after the first runs on
-   the store the ones before it grew, so the bursts also show how the pace falls with size.
+   the store the ones before it grew, so the bursts also show how the pace moves with size.
 2. Soak: producers publish at ``--load`` (default 80 %) of that rate for
    ``--duration`` seconds while ``--clients`` recall concurrently.
+3. After: the producers stop; the time the backlog takes to drain, and one more burst
+   on the store the soak grew (the maximum at the end's size).
 
-Every ``--every`` seconds it samples throughput, consumer lag, resident memory and
+Every ``--every`` seconds it samples throughput, consumer lag, resident memory (of
+both processes) and
 recall latency. The summary gives throughput against the calibrated maximum (the
 baseline measured in the same run), recall p50/p99, and the trends that must stay
 flat: lag (events per minute, least squares over the second half) and resident
@@ -18,17 +25,24 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import json
+import os
 import random
 import resource
+import signal
+import socket
 import statistics
 import sys
 import tempfile
 import time
-from collections.abc import Sequence
+from collections.abc import AsyncIterator, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
+
+import httpx
+from prometheus_client.parser import text_string_to_metric_families
 
 from benchmarks.ingest import make_events
 from cogsub.core import EXPERIENCE_ENRICHED, EXPERIENCE_RAW
@@ -78,9 +92,9 @@ class Counters:
         self.indexed += len(outcome.indexed) + len(outcome.rejected)
 
 
-def rss_mib() -> float:
+def rss_mib(pid: int | str = "self") -> float:
     """Resident set size now (Linux /proc), in MiB."""
-    for line in Path("/proc/self/status").read_text().splitlines():
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
         if line.startswith("VmRSS:"):
             return int(line.split()[1]) / 1024
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
@@ -165,47 +179,89 @@ async def recall_client(
         await asyncio.sleep(think_s)
 
 
-async def soak(args: argparse.Namespace) -> dict[str, Any]:
-    with tempfile.TemporaryDirectory(prefix="cogsub-soak-") as tmp:
-        settings = embedded_settings(Path(tmp), embedder=args.embedder)
-        counters = Counters()
-        async with running_api(settings, with_worker=True, on_batch=counters.on_batch) as running:
-            stop = asyncio.Event()
-            # The recall clients run from the start: the maximum is measured under the same
-            # recall load the soak then adds its producers to.
-            tasks = [
-                asyncio.create_task(recall_client(running, counters, i, args.think_s, stop))
-                for i in range(args.clients)
-            ]
-            bursts = [
-                await calibrate(running, counters, args.calibrate, start=n * args.calibrate)
-                for n in range(args.calibrations)
-            ]
-            # The median: one burst's figure moved by a third between runs of one tree.
-            maximum = statistics.median(bursts)
-            of = (
-                f"the median of {', '.join(f'{b:.0f}' for b in bursts)}"
-                if len(bursts) > 1
-                else "one burst"
-            )
-            counters.latencies_ms.clear()
-            rate = args.rate or args.load * maximum
-            print(
-                f"calibrated maximum {maximum:.0f} events/s, {of} "
-                f"(with {args.clients} recall clients); "
-                f"soaking at {rate:.0f} events/s for {args.duration:.0f} s",
-                flush=True,
-            )
-            tasks.append(asyncio.create_task(produce(running, counters, rate, stop)))
-            samples = await _sample(running, counters, settings.ingestion.group, args)
-            stop.set()
-            await asyncio.gather(*tasks)
-    return _summary(samples, bursts, rate, counters, args)
+async def soak(args: argparse.Namespace, root: Path) -> dict[str, Any]:
+    settings = embedded_settings(root, embedder=args.embedder)
+    counters = Counters()
+    in_process = args.consolidator == "in-process"
+    async with (
+        running_api(
+            settings, with_worker=True, consolidating=in_process, on_batch=counters.on_batch
+        ) as running,
+        _consolidator(running, root, args) as consolidator,
+    ):
+        stop = asyncio.Event()
+        # The recall clients run from the start: the maximum is measured under the same
+        # recall load the soak then adds its producers to.
+        tasks = [
+            asyncio.create_task(recall_client(running, counters, i, args.think_s, stop))
+            for i in range(args.clients)
+        ]
+        bursts = [
+            await calibrate(running, counters, args.calibrate, start=n * args.calibrate)
+            for n in range(args.calibrations)
+        ]
+        # The median: one burst's figure moved by a third between runs of one tree.
+        maximum = statistics.median(bursts)
+        of = (
+            f"the median of {', '.join(f'{b:.0f}' for b in bursts)}"
+            if len(bursts) > 1
+            else "one burst"
+        )
+        counters.latencies_ms.clear()
+        rate = args.rate or args.load * maximum
+        print(
+            f"calibrated maximum {maximum:.0f} events/s, {of} "
+            f"(with {args.clients} recall clients); "
+            f"soaking at {rate:.0f} events/s for {args.duration:.0f} s",
+            flush=True,
+        )
+        producing = asyncio.Event()
+        producer = asyncio.create_task(produce(running, counters, rate, producing))
+        samples = await _sample(running, counters, consolidator, args)
+        producing.set()
+        await producer
+        after = await _after_the_soak(running, counters, rate, args)
+        stop.set()
+        await asyncio.gather(*tasks)
+    return _summary(samples, bursts, rate, counters, args) | after
+
+
+async def _after_the_soak(
+    running: RunningApi, counters: Counters, rate: float, args: argparse.Namespace
+) -> dict[str, Any]:
+    """How long the backlog took to drain, and a burst on the store the soak grew.
+
+    The bursts before the soak ran on a store near empty; the pace falls as the store
+    grows, so the rate soaked at is also compared with the maximum at the end's size.
+    """
+    started = time.perf_counter()
+    await _drained(running)
+    drain_s = time.perf_counter() - started
+    first_unused = args.calibrations * args.calibrate
+    end = await calibrate(running, counters, args.calibrate, start=first_unused)
+    print(f"drained in {drain_s:.1f} s; a burst on the grown store: {end:.0f} events/s", flush=True)
+    return {
+        "drain_s": round(drain_s, 1),
+        "end_calibrated_max_events_per_s": round(end, 1),
+        "ratio_target_to_end_max": round(rate / end, 3),
+    }
+
+
+async def _drained(running: RunningApi) -> None:
+    """Wait until ingestion and extraction have nothing left to read."""
+    groups = (
+        (EXPERIENCE_RAW, running.stack.settings.ingestion.group),
+        (EXPERIENCE_ENRICHED, running.stack.settings.consolidation.group),
+    )
+    while any([(await running.stack.bus.topic_stats(t, group=g)).lag for t, g in groups]):
+        await asyncio.sleep(0.1)
+        running.raise_if_worker_failed()
 
 
 async def _sample(
-    running: RunningApi, counters: Counters, group: str, args: argparse.Namespace
+    running: RunningApi, counters: Counters, consolidator: Consolidator, args: argparse.Namespace
 ) -> list[Sample]:
+    group = running.stack.settings.ingestion.group
     samples: list[Sample] = []
     started = time.perf_counter()
     last_t, last_indexed, last_recalls = 0.0, counters.indexed, 0
@@ -216,6 +272,7 @@ async def _sample(
     while (now := time.perf_counter() - started) < args.duration:
         await asyncio.sleep(min(args.every, args.duration - now))
         running.raise_if_worker_failed()
+        consolidator.raise_if_exited()
         t = time.perf_counter() - started
         window = counters.latencies_ms[last_recalls:]
         stats = await running.stack.bus.topic_stats(EXPERIENCE_RAW, group=group)
@@ -229,13 +286,13 @@ async def _sample(
             ingest_per_s=round((counters.indexed - last_indexed) / (t - last_t), 1),
             lag=stats.lag,
             extraction_lag=behind.lag,
-            rss_mib=round(rss_mib(), 1),
+            rss_mib=round(rss_mib() + consolidator.rss_mib(), 1),
             vectors_mib=round(getattr(running.stack.index, "cached_vector_bytes", 0) / 2**20, 1),
             documents=await running.stack.index.count(),
             recalls=len(window),
             recall_p50_ms=round(percentile(window, 0.5), 2),
             recall_p99_ms=round(percentile(window, 0.99), 2),
-            **_round_totals(running.stack.metrics),
+            **await consolidator.round_totals(),
         )
         samples.append(sample)
         print(
@@ -247,6 +304,95 @@ async def _sample(
         )
         last_t, last_indexed, last_recalls = t, counters.indexed, len(counters.latencies_ms)
     return samples
+
+
+class Consolidator:
+    """Where consolidation runs: in the soak's process, or in a `cogsub consolidator` of its own."""
+
+    def __init__(
+        self,
+        metrics: Metrics,
+        process: asyncio.subprocess.Process | None = None,
+        metrics_url: str = "",
+    ) -> None:
+        self._metrics, self._process, self._url = metrics, process, metrics_url
+
+    def raise_if_exited(self) -> None:
+        if self._process is not None and self._process.returncode is not None:
+            raise RuntimeError(f"cogsub consolidator exited with {self._process.returncode}")
+
+    def rss_mib(self) -> float:
+        return 0.0 if self._process is None else rss_mib(self._process.pid)
+
+    async def round_totals(self) -> dict[str, Any]:
+        if self._process is None:
+            return _round_totals(self._metrics)
+        registry = Metrics()
+        try:
+            async with httpx.AsyncClient(timeout=5.0) as client:
+                text = (await client.get(self._url)).text
+        except httpx.HTTPError:  # not serving yet: no round has run
+            return _round_totals(registry)
+        return _round_totals_from_text(text)
+
+
+@contextlib.asynccontextmanager
+async def _consolidator(
+    running: RunningApi, root: Path, args: argparse.Namespace
+) -> AsyncIterator[Consolidator]:
+    """Start `cogsub consolidator` on the soak's data when asked; stop it by its PID."""
+    if args.consolidator == "in-process":
+        yield Consolidator(running.stack.metrics)
+        return
+    port = _free_loopback_port()
+    env = os.environ | {
+        "COGSUB_METRICS__HOST": "127.0.0.1",
+        "COGSUB_METRICS__PORT": str(port),
+        "COGSUB_LOG_LEVEL": "warning",
+    }
+    process = await asyncio.create_subprocess_exec(
+        sys.executable,
+        "-c",
+        "import sys; from cogsub.cli import main; sys.exit(main())",
+        "--data-dir",
+        str(root),
+        "--embedder",
+        args.embedder,
+        "consolidator",
+        env=env,
+        stdout=asyncio.subprocess.DEVNULL,
+    )
+    try:
+        yield Consolidator(running.stack.metrics, process, f"http://127.0.0.1:{port}/metrics")
+    finally:
+        if process.returncode is None:
+            process.send_signal(signal.SIGTERM)  # finishes and commits the batch in hand
+            try:
+                await asyncio.wait_for(process.wait(), timeout=60)
+            except TimeoutError:
+                process.kill()
+                await process.wait()
+
+
+def _free_loopback_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+def _round_totals_from_text(text: str) -> dict[str, Any]:
+    """``_round_totals`` of a process's ``/metrics`` page."""
+    values: dict[tuple[str, str], float] = {}
+    for family in text_string_to_metric_families(text):
+        for sample in family.samples:
+            if sample.name.startswith("cogsub_consolidation_round_seconds_"):
+                suffix = sample.name.rsplit("_", 1)[1]
+                values[(suffix, sample.labels.get("part", ""))] = sample.value
+    return {
+        "rounds": int(values.get(("count", "round"), 0)),
+        "round_s": round(values.get(("sum", "round"), 0.0), 1),
+        "decay_s": round(values.get(("sum", "decay"), 0.0), 1),
+    }
 
 
 def _round_totals(metrics: Metrics) -> dict[str, Any]:
@@ -273,6 +419,7 @@ def _summary(
     throughput = sum(s.ingest_per_s for s in samples) / max(1, len(samples))
     return {
         "embedder": args.embedder,
+        "consolidator": args.consolidator,
         "duration_s": args.duration,
         "calibrated_max_events_per_s": round(maximum, 1),
         "calibration_bursts_events_per_s": [round(b, 1) for b in bursts],
@@ -335,6 +482,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--think-s", type=float, default=0.1, help="pause between recalls")
     parser.add_argument("--every", type=float, default=10.0, help="seconds between samples")
     parser.add_argument("--embedder", choices=["hash", "minilm"], default="hash")
+    parser.add_argument(
+        "--consolidator",
+        choices=["in-process", "process"],
+        default="process",
+        help="consolidate in a `cogsub consolidator` process of its own on the same data "
+        "(the default: a worker per process, as a fleet runs), or in the soak's process "
+        "beside ingestion and the API (as `cogsub run` does)",
+    )
     parser.add_argument("--json", action="store_true", help="print the summary as JSON")
     args = parser.parse_args(argv)
     if args.calibrations < 1:
@@ -342,13 +497,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.calibrate < 1:
         parser.error(f"--calibrate must be at least 1 event, not {args.calibrate}")
     configure_logging(format="console", level="warning")
-    summary = asyncio.run(soak(args))
-    if args.json:
-        print(json.dumps(summary))
-    else:
-        for name, value in summary.items():
-            if name != "samples":
-                print(f"{name:>32}: {value}")
+    with tempfile.TemporaryDirectory(prefix="cogsub-soak-") as root:
+        summary = asyncio.run(soak(args, Path(root)))
+        if args.json:
+            print(json.dumps(summary))
+        else:
+            for name, value in summary.items():
+                if name != "samples":
+                    print(f"{name:>32}: {value}")
+        # Hundreds of thousands of archive files: removing them takes a while.
+        print("removing the soak's store…", file=sys.stderr, flush=True)
     return 0
 
 

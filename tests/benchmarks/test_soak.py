@@ -7,10 +7,12 @@ from benchmarks.soak import (
     Sample,
     _per_document,
     _round_totals,
+    _round_totals_from_text,
     main,
     percentile,
     slope_per_min,
 )
+from prometheus_client import generate_latest
 
 from cogsub.core.memory import ConsolidationReport
 from cogsub.telemetry.metrics import Metrics
@@ -46,6 +48,10 @@ def test_round_totals_come_from_the_round_metrics() -> None:
         )
         metrics.record_round(report)
     assert _round_totals(metrics) == {"rounds": 2, "round_s": 5.5, "decay_s": 3.0}
+    # A consolidator process's /metrics page says the same.
+    page = generate_latest(metrics.registry).decode()
+    assert _round_totals_from_text(page) == {"rounds": 2, "round_s": 5.5, "decay_s": 3.0}
+    assert _round_totals_from_text("") == {"rounds": 0, "round_s": 0.0, "decay_s": 0.0}
 
 
 @pytest.mark.parametrize("argv", [["--calibrations", "0"], ["--calibrate", "0"]])

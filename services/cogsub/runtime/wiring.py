@@ -521,10 +521,14 @@ async def running_api(
     settings: Settings,
     *,
     with_worker: bool,
+    consolidating: bool = True,
     on_batch: Callable[[BatchOutcome], None] | None = None,
     embedder: Embedder | None = None,
 ) -> AsyncIterator[RunningApi]:
     """Open and prepare the stack, start the worker if asked, and build the app.
+
+    ``with_worker`` starts the ingestion worker and, unless ``consolidating`` is false
+    (a `cogsub consolidator` process does it beside this one), the consolidation worker.
 
     On exit the worker finishes and commits the batches in hand, background
     retrieval feedback lands, and every adapter closes. A worker that failed
@@ -554,7 +558,8 @@ async def running_api(
         await consolidation.worker.prepare()
         if with_worker:
             worker_task = asyncio.create_task(worker.run(stop, on_batch=report))
-            consolidation_task = asyncio.create_task(consolidation.worker.run(stop))
+            if consolidating:
+                consolidation_task = asyncio.create_task(consolidation.worker.run(stop))
         ranking = settings.ranking
         policy = RankingPolicy(
             reinforcement=ranking.count_bonus,
@@ -571,7 +576,10 @@ async def running_api(
             metrics=metrics,
         )
         app = build_app(stack, service, keys, consolidation)
-        lag = [*ingestion_lag(settings), *consolidation_lag(settings)] if with_worker else []
+        lag = [
+            *(ingestion_lag(settings) if with_worker else []),
+            *(consolidation_lag(settings) if with_worker and consolidating else []),
+        ]
         async with observed(stack, lag, endpoint=False):
             yield RunningApi(stack, service, app, keys, worker_task, consolidation_task)
     finally:

@@ -5,11 +5,13 @@ from __future__ import annotations
 import json
 import os
 import signal
+import socket
 import subprocess
 import sys
 import time
 from pathlib import Path
 
+import httpx
 import pytest
 
 from cogsub.cli import main
@@ -190,3 +192,54 @@ def test_run_survives_kill_9_and_ctrl_c_without_losing_anything(tmp_path: Path) 
     assert final["topics"]["experience.raw.dlq"]["end_offset"] == 0  # type: ignore[index]
     assert final["topics"]["memory.indexed"]["end_offset"] >= count  # type: ignore[index]
     assert "published the shipped sample events" not in log.read_text()
+
+
+def _free_loopback_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(180)
+def test_ingest_and_consolidator_processes_share_one_embedded_data_dir(tmp_path: Path) -> None:
+    # The embedded stack as a fleet of processes: `cogsub ingest` and `cogsub consolidator`
+    # on one data directory, each its own consumer group and event loop.
+    data = tmp_path / "data"
+    events = tmp_path / "events.jsonl"
+    count = 60
+    said = [f"Caroline: my sister number {i} lives in Lisbon." for i in range(count)]
+    events.write_text("\n".join(json.dumps(event_body(i, text=t)) for i, t in enumerate(said)))
+    port = _free_loopback_port()
+    env = {
+        **os.environ,
+        "COGSUB_LOG_FORMAT": "json",
+        "COGSUB_METRICS__HOST": "127.0.0.1",
+        "COGSUB_METRICS__PORT": str(port),
+    }
+    base = [*COGSUB, "--data-dir", str(data), "--embedder", "hash"]
+    subprocess.run([*base, "publish", str(events)], env=env, check=True, capture_output=True)
+    ingest = _start([*base, "ingest"], {**env, "COGSUB_METRICS__PORT": "0"}, tmp_path / "i.log")
+    consolidator = _start([*base, "consolidator"], env, tmp_path / "c.log")
+    try:
+        settled = _wait_for(
+            lambda: (
+                (s := _status(data))["topics"]["experience.raw"]["lag"] == 0  # type: ignore[index]
+                and s["topics"]["experience.enriched"]["lag"] == 0  # type: ignore[index]
+                and int(s["derived"]) > 0  # type: ignore[arg-type]
+                and s
+            ),
+            120,
+        )
+        page = httpx.get(f"http://127.0.0.1:{port}/metrics", timeout=5).text
+        assert "cogsub_consolidation" in page  # the consolidator serves its own metrics
+        consolidator.send_signal(signal.SIGTERM)  # finishes the batch in hand, exits 0
+        assert consolidator.wait(timeout=30) == 0
+        ingest.send_signal(signal.SIGTERM)
+        assert ingest.wait(timeout=30) == 0
+    finally:
+        _stop(consolidator)
+        _stop(ingest)
+    # Every event archived and indexed once, and every fact the other process derived.
+    assert settled["archived"] == count
+    assert settled["indexed"] == count + settled["derived"]  # type: ignore[operator]

@@ -9,7 +9,7 @@ import pytest
 from cogsub.extraction.llm import LLMExtractor
 from cogsub.extraction.offline import OfflineExtractor
 from cogsub.runtime.settings import ConsolidationSettings, Settings
-from cogsub.runtime.wiring import build_extractor, running_api
+from cogsub.runtime.wiring import build_extractor, embedded_settings, running_api
 
 
 def test_the_extractor_is_the_one_the_settings_name() -> None:
@@ -39,3 +39,14 @@ async def test_environment_variables_tune_ranking_and_consolidation(
         rounds = consolidate.__self__.rounds
         assert rounds.policy.decay_rate == 0.8 and rounds.policy.max_outputs == 7
         assert rounds.policy.semantic is False  # the hash embedder's vectors mean nothing
+
+
+async def test_a_process_can_leave_consolidation_to_a_consolidator_beside_it(
+    tmp_path: Path,
+) -> None:
+    settings = embedded_settings(tmp_path, embedder="hash")
+    async with running_api(settings, with_worker=True, consolidating=False) as running:
+        assert running.worker is not None and not running.worker.done()
+        assert running.consolidation is None  # the consolidation group is left free
+    async with running_api(settings, with_worker=True) as running:
+        assert running.worker is not None and running.consolidation is not None
