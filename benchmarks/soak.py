@@ -36,7 +36,7 @@ import statistics
 import sys
 import tempfile
 import time
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Callable, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -80,6 +80,8 @@ class Sample:
     rounds: int  # consolidation rounds (of one bank each) finished so far
     round_s: float  # seconds spent in them so far, of which
     decay_s: float  # in their decay passes
+    # Of rss_mib, which is both processes' when a consolidator runs beside the soak's.
+    consolidator_rss_mib: float = 0.0
 
 
 @dataclass
@@ -126,7 +128,12 @@ def _bodies(count: int, *, start: int, prefix: str) -> list[bytes]:
 
 
 async def calibrate(
-    running: RunningApi, counters: Counters, events: int, *, start: int = 0
+    running: RunningApi,
+    counters: Counters,
+    events: int,
+    *,
+    start: int = 0,
+    check: Callable[[], None] | None = None,
 ) -> float:
     """Events/s the stack ingests from a standing backlog of ``events``."""
     bodies = _bodies(events, start=start, prefix="calib")
@@ -146,7 +153,7 @@ async def calibrate(
         or (await running.stack.bus.topic_stats(EXPERIENCE_ENRICHED, group=group)).lag
     ):
         await asyncio.sleep(0.05)
-        running.raise_if_worker_failed()
+        (check or running.raise_if_worker_failed)()  # a dead worker would wait forever
     return len(bodies) / (time.perf_counter() - started)
 
 
@@ -189,56 +196,74 @@ async def soak(args: argparse.Namespace, root: Path) -> dict[str, Any]:
         ) as running,
         _consolidator(running, root, args) as consolidator,
     ):
-        stop = asyncio.Event()
+        stop, stop_producing = asyncio.Event(), asyncio.Event()
         # The recall clients run from the start: the maximum is measured under the same
         # recall load the soak then adds its producers to.
         tasks = [
             asyncio.create_task(recall_client(running, counters, i, args.think_s, stop))
             for i in range(args.clients)
         ]
-        bursts = [
-            await calibrate(running, counters, args.calibrate, start=n * args.calibrate)
-            for n in range(args.calibrations)
-        ]
-        # The median: one burst's figure moved by a third between runs of one tree.
-        maximum = statistics.median(bursts)
-        of = (
-            f"the median of {', '.join(f'{b:.0f}' for b in bursts)}"
-            if len(bursts) > 1
-            else "one burst"
-        )
-        counters.latencies_ms.clear()
-        rate = args.rate or args.load * maximum
-        print(
-            f"calibrated maximum {maximum:.0f} events/s, {of} "
-            f"(with {args.clients} recall clients); "
-            f"soaking at {rate:.0f} events/s for {args.duration:.0f} s",
-            flush=True,
-        )
-        producing = asyncio.Event()
-        producer = asyncio.create_task(produce(running, counters, rate, producing))
-        samples = await _sample(running, counters, consolidator, args)
-        producing.set()
-        await producer
-        after = await _after_the_soak(running, counters, rate, args)
-        stop.set()
-        await asyncio.gather(*tasks)
+        try:
+            bursts = [
+                await calibrate(
+                    running,
+                    counters,
+                    args.calibrate,
+                    start=n * args.calibrate,
+                    check=consolidator.raise_if_failed,
+                )
+                for n in range(args.calibrations)
+            ]
+            # The median: one burst's figure moved by a third between runs of one tree.
+            maximum = statistics.median(bursts)
+            basis = (
+                f"the median of {', '.join(f'{b:.0f}' for b in bursts)}"
+                if len(bursts) > 1
+                else "one burst"
+            )
+            counters.latencies_ms.clear()
+            rate = args.rate or args.load * maximum
+            print(
+                f"calibrated maximum {maximum:.0f} events/s, {basis} "
+                f"(with {args.clients} recall clients); "
+                f"soaking at {rate:.0f} events/s for {args.duration:.0f} s",
+                flush=True,
+            )
+            producer = asyncio.create_task(produce(running, counters, rate, stop_producing))
+            tasks.append(producer)
+            samples = await _sample(running, counters, consolidator, args)
+            stop_producing.set()
+            await producer
+            after = await _after_the_soak(running, consolidator, counters, rate, args)
+        finally:  # on a failure too: nothing keeps running against a closing stack
+            stop.set()
+            stop_producing.set()
+            ended = await asyncio.gather(*tasks, return_exceptions=True)
+        for outcome in ended:
+            if isinstance(outcome, BaseException):
+                raise outcome
     return _summary(samples, bursts, rate, counters, args) | after
 
 
 async def _after_the_soak(
-    running: RunningApi, counters: Counters, rate: float, args: argparse.Namespace
+    running: RunningApi,
+    consolidator: Consolidator,
+    counters: Counters,
+    rate: float,
+    args: argparse.Namespace,
 ) -> dict[str, Any]:
     """How long the backlog took to drain, and a burst on the store the soak grew.
 
-    The bursts before the soak ran on a store near empty; the pace falls as the store
+    The bursts before the soak ran on a store near empty, and the pace moves as the store
     grows, so the rate soaked at is also compared with the maximum at the end's size.
     """
     started = time.perf_counter()
-    await _drained(running)
+    await _drained(running, consolidator)
     drain_s = time.perf_counter() - started
     first_unused = args.calibrations * args.calibrate
-    end = await calibrate(running, counters, args.calibrate, start=first_unused)
+    end = await calibrate(
+        running, counters, args.calibrate, start=first_unused, check=consolidator.raise_if_failed
+    )
     print(f"drained in {drain_s:.1f} s; a burst on the grown store: {end:.0f} events/s", flush=True)
     return {
         "drain_s": round(drain_s, 1),
@@ -247,7 +272,7 @@ async def _after_the_soak(
     }
 
 
-async def _drained(running: RunningApi) -> None:
+async def _drained(running: RunningApi, consolidator: Consolidator) -> None:
     """Wait until ingestion and extraction have nothing left to read."""
     groups = (
         (EXPERIENCE_RAW, running.stack.settings.ingestion.group),
@@ -255,7 +280,7 @@ async def _drained(running: RunningApi) -> None:
     )
     while any([(await running.stack.bus.topic_stats(t, group=g)).lag for t, g in groups]):
         await asyncio.sleep(0.1)
-        running.raise_if_worker_failed()
+        consolidator.raise_if_failed()
 
 
 async def _sample(
@@ -271,8 +296,7 @@ async def _sample(
     )
     while (now := time.perf_counter() - started) < args.duration:
         await asyncio.sleep(min(args.every, args.duration - now))
-        running.raise_if_worker_failed()
-        consolidator.raise_if_exited()
+        consolidator.raise_if_failed()
         t = time.perf_counter() - started
         window = counters.latencies_ms[last_recalls:]
         stats = await running.stack.bus.topic_stats(EXPERIENCE_RAW, group=group)
@@ -286,7 +310,8 @@ async def _sample(
             ingest_per_s=round((counters.indexed - last_indexed) / (t - last_t), 1),
             lag=stats.lag,
             extraction_lag=behind.lag,
-            rss_mib=round(rss_mib() + consolidator.rss_mib(), 1),
+            rss_mib=round(rss_mib() + (beside := consolidator.rss_mib()), 1),
+            consolidator_rss_mib=round(beside, 1),
             vectors_mib=round(getattr(running.stack.index, "cached_vector_bytes", 0) / 2**20, 1),
             documents=await running.stack.index.count(),
             recalls=len(window),
@@ -311,29 +336,41 @@ class Consolidator:
 
     def __init__(
         self,
-        metrics: Metrics,
+        running: RunningApi,
         process: asyncio.subprocess.Process | None = None,
         metrics_url: str = "",
     ) -> None:
-        self._metrics, self._process, self._url = metrics, process, metrics_url
+        self._running, self._process, self._url = running, process, metrics_url
+        self._scraped = False
 
-    def raise_if_exited(self) -> None:
+    def raise_if_failed(self) -> None:
+        """Re-raise a failed worker of the soak's process; raise if the consolidator exited."""
+        self._running.raise_if_worker_failed()
         if self._process is not None and self._process.returncode is not None:
             raise RuntimeError(f"cogsub consolidator exited with {self._process.returncode}")
 
     def rss_mib(self) -> float:
         return 0.0 if self._process is None else rss_mib(self._process.pid)
 
+    async def ready(self, timeout_s: float = 60.0) -> None:
+        """Wait until the consolidator serves its metrics: it has opened the stack."""
+        deadline = time.monotonic() + timeout_s
+        while self._process is not None and not self._scraped:
+            self.raise_if_failed()
+            with contextlib.suppress(httpx.HTTPError):
+                await self.round_totals()
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"cogsub consolidator not serving {self._url} in {timeout_s} s")
+            await asyncio.sleep(0.2)
+
     async def round_totals(self) -> dict[str, Any]:
         if self._process is None:
-            return _round_totals(self._metrics)
-        registry = Metrics()
-        try:
-            async with httpx.AsyncClient(timeout=5.0) as client:
-                text = (await client.get(self._url)).text
-        except httpx.HTTPError:  # not serving yet: no round has run
-            return _round_totals(registry)
-        return _round_totals_from_text(text)
+            return _round_totals(self._running.stack.metrics)
+        async with httpx.AsyncClient(timeout=5.0) as client:
+            response = await client.get(self._url)
+        response.raise_for_status()
+        self._scraped = True
+        return _round_totals_from_text(response.text)
 
 
 @contextlib.asynccontextmanager
@@ -342,10 +379,12 @@ async def _consolidator(
 ) -> AsyncIterator[Consolidator]:
     """Start `cogsub consolidator` on the soak's data when asked; stop it by its PID."""
     if args.consolidator == "in-process":
-        yield Consolidator(running.stack.metrics)
+        yield Consolidator(running)
         return
     port = _free_loopback_port()
-    env = os.environ | {
+    # The soak's settings ignore the environment (embedded_settings): so must the child's,
+    # or a COGSUB_* variable in the shell would give the two processes different stacks.
+    env = {k: v for k, v in os.environ.items() if not k.startswith("COGSUB_")} | {
         "COGSUB_METRICS__HOST": "127.0.0.1",
         "COGSUB_METRICS__PORT": str(port),
         "COGSUB_LOG_LEVEL": "warning",
@@ -363,15 +402,27 @@ async def _consolidator(
         stdout=asyncio.subprocess.DEVNULL,
     )
     try:
-        yield Consolidator(running.stack.metrics, process, f"http://127.0.0.1:{port}/metrics")
+        consolidator = Consolidator(running, process, f"http://127.0.0.1:{port}/metrics")
+        await consolidator.ready()  # its start-up is not counted in the first burst
+        yield consolidator
     finally:
-        if process.returncode is None:
-            process.send_signal(signal.SIGTERM)  # finishes and commits the batch in hand
-            try:
-                await asyncio.wait_for(process.wait(), timeout=60)
-            except TimeoutError:
-                process.kill()
-                await process.wait()
+        await _stop(process)
+
+
+async def _stop(process: asyncio.subprocess.Process) -> None:
+    """SIGTERM (it finishes and commits the batch in hand), then SIGKILL if it lingers."""
+    with contextlib.suppress(ProcessLookupError):
+        process.send_signal(signal.SIGTERM)
+    try:
+        await asyncio.wait_for(process.wait(), timeout=60)
+    except TimeoutError:
+        print("cogsub consolidator did not stop in 60 s: killed", file=sys.stderr, flush=True)
+        process.kill()
+        await process.wait()
+    except BaseException:  # interrupted while waiting: never leave it running
+        with contextlib.suppress(ProcessLookupError):
+            process.kill()
+        raise
 
 
 def _free_loopback_port() -> int:
@@ -435,6 +486,7 @@ def _summary(
         ),
         "rss_start_mib": samples[0].rss_mib if samples else 0,
         "rss_end_mib": samples[-1].rss_mib if samples else 0,
+        "consolidator_rss_end_mib": samples[-1].consolidator_rss_mib if samples else 0,
         "rss_trend_mib_per_min": round(slope_per_min([(s.t_s, s.rss_mib) for s in late]), 2),
         "vectors_end_mib": samples[-1].vectors_mib if samples else 0,
         "documents_end": samples[-1].documents if samples else 0,
@@ -442,6 +494,7 @@ def _summary(
         # what grows is the data the embedded index keeps in memory, not a backlog.
         "rss_bytes_per_document_added": _per_document(late),
         # What is not the data itself: queues, batches and caches must keep this flat.
+        # (The vectors are the soak process's cache; the consolidator's is not counted.)
         "rss_less_vectors_trend_mib_per_min": round(
             slope_per_min([(s.t_s, s.rss_mib - s.vectors_mib) for s in late]), 2
         ),

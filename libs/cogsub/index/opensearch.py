@@ -251,8 +251,8 @@ class OpenSearchMemoryIndex:
             except NotFoundError:  # no index yet: no documents
                 return found
             for doc in response["docs"]:
-                if "error" in doc:  # a shard could not answer: absent is not known
-                    raise UnavailableError(f"index mget of {doc['_id']!r}: {doc['error']}")
+                if "error" in doc:  # absent is not known: the id was not read
+                    raise mget_item_error(doc)
                 if doc.get("found") and doc["_source"].get("bank_id") == bank_id:
                     found.add(doc["_id"])
         return found
@@ -642,6 +642,30 @@ def _document(source: dict[str, Any], event_id: object) -> IndexDocument:
         return IndexDocument.model_validate(source)
     except ValidationError as exc:
         raise CogsubError(f"stored document {event_id!r} is not an IndexDocument: {exc}") from exc
+
+
+# Item errors of an mget that a later read may not meet: the shard or node, not the id.
+_TRANSIENT_ITEM_ERRORS = frozenset(
+    {
+        "no_shard_available_action_exception",
+        "unavailable_shards_exception",
+        "node_not_connected_exception",
+        "node_disconnected_exception",
+        "circuit_breaking_exception",
+        "rejected_execution_exception",
+        "opensearch_rejected_execution_exception",
+        "timeout_exception",
+    }
+)
+
+
+def mget_item_error(doc: Mapping[str, Any]) -> CogsubError:
+    """The error for an ``mget`` item that holds one: retryable where a shard could not answer."""
+    error = doc.get("error")
+    kind = str(error.get("type", "")) if isinstance(error, Mapping) else str(error)
+    reason = error.get("reason", "") if isinstance(error, Mapping) else ""
+    message = f"opensearch mget of {doc.get('_id')!r}: {kind} ({reason})"
+    return UnavailableError(message) if kind in _TRANSIENT_ITEM_ERRORS else CogsubError(message)
 
 
 def _raise_for_failures(failures: list[queries.BulkFailure]) -> None:

@@ -222,11 +222,13 @@ class FactStage:
         ]
         return plan
 
-    async def _known_facts(self, plans: Sequence[_Plan]) -> dict[str, set[str] | CogsubError]:
+    async def _known_facts(self, plans: Sequence[_Plan]) -> dict[str, set[str] | InvalidInputError]:
         """Per bank, which of the batch's candidate facts it holds: one lookup per bank.
 
-        A bank whose lookup failed for good maps to that error, which its announcements
-        then give; a retryable failure raises for the whole batch.
+        A bank whose lookup the index refused as bad input maps to that error, which its
+        announcements then give. Any other failure raises for the whole batch: a backend
+        down is retried, and a broken setting (credentials, mapping) is no announcement's
+        fault, so it stops the worker rather than dead-letter good announcements.
         """
         wanted: dict[str, list[str]] = {}
         for plan in plans:
@@ -237,16 +239,16 @@ class FactStage:
         found = await asyncio.gather(
             *(self._index.present(b, wanted[b]) for b in banks), return_exceptions=True
         )
-        _raise_retryable(found)
-        return {
-            bank: result
-            for bank, result in zip(banks, found, strict=True)
-            if isinstance(result, set | CogsubError)
-        }
+        known: dict[str, set[str] | InvalidInputError] = {}
+        for bank, result in zip(banks, found, strict=True):
+            if isinstance(result, BaseException) and not isinstance(result, InvalidInputError):
+                raise result
+            known[bank] = result
+        return known
 
-    async def _decide(self, plan: _Plan, known: set[str] | CogsubError) -> None:
+    async def _decide(self, plan: _Plan, known: set[str] | InvalidInputError) -> None:
         """Each candidate becomes a new fact or one more proof of a fact the bank holds."""
-        if isinstance(known, CogsubError):
+        if isinstance(known, InvalidInputError):
             if plan.candidates:
                 raise known
             return  # skipped: nothing was looked up for it

@@ -13,6 +13,7 @@ from pathlib import Path
 
 import httpx
 import pytest
+from prometheus_client.parser import text_string_to_metric_families
 
 from cogsub.cli import main
 from tests.services.ingestion.harness import event_body
@@ -231,8 +232,19 @@ def test_ingest_and_consolidator_processes_share_one_embedded_data_dir(tmp_path:
             ),
             120,
         )
-        page = httpx.get(f"http://127.0.0.1:{port}/metrics", timeout=5).text
-        assert "cogsub_consolidation" in page  # the consolidator serves its own metrics
+
+        def enriched_lag() -> list[float]:
+            page = httpx.get(f"http://127.0.0.1:{port}/metrics", timeout=5).text
+            return [
+                sample.value
+                for family in text_string_to_metric_families(page)
+                for sample in family.samples
+                if sample.name == "cogsub_consumer_lag"
+                and sample.labels == {"topic": "experience.enriched", "group": "consolidation"}
+            ]
+
+        # The consolidator serves its own metrics, its lag read from the shared log.
+        assert _wait_for(lambda: enriched_lag() == [0.0], 30)
         consolidator.send_signal(signal.SIGTERM)  # finishes the batch in hand, exits 0
         assert consolidator.wait(timeout=30) == 0
         ingest.send_signal(signal.SIGTERM)

@@ -10,7 +10,13 @@ from typing import Any, cast
 import pytest
 
 from cogsub.consolidation import FactStage
-from cogsub.core.errors import CogsubError, ConflictError, UnavailableError
+from cogsub.core.errors import (
+    CogsubError,
+    ConflictError,
+    FieldProblem,
+    InvalidInputError,
+    UnavailableError,
+)
 from cogsub.core.events import FactType
 from cogsub.core.memory import RecallRequest, RetainRequest
 from cogsub.core.topics import EXPERIENCE_ENRICHED
@@ -157,7 +163,7 @@ class _PresentFails:
         return await self._index.present(bank_id, event_ids)
 
 
-async def test_a_bank_whose_lookup_fails_for_good_fails_only_its_announcements(
+async def test_a_bank_whose_lookup_is_refused_as_bad_input_fails_only_its_announcements(
     tmp_path: Path,
 ) -> None:
     async with consolidation_stack(tmp_path) as stack:
@@ -179,11 +185,13 @@ async def test_a_bank_whose_lookup_fails_for_good_fails_only_its_announcements(
 
         with pytest.raises(UnavailableError):  # a backend down: the whole batch again
             await stage(UnavailableError("index down")).handle_many(payloads)
+        with pytest.raises(ConflictError):  # a broken setting is no announcement's fault
+            await stage(ConflictError("mapping broken")).handle_many(payloads)
         assert await stack.index.count("melanie") == 1  # nothing written
-        conflict = ConflictError("mapping broken")
-        outcomes = await stage(conflict).handle_many(payloads)
+        refused = InvalidInputError([FieldProblem("ids", "refused")])
+        outcomes = await stage(refused).handle_many(payloads)
         by_source = {o.source_event_id: o for o in outcomes if not isinstance(o, CogsubError)}
-        assert [o for o in outcomes if isinstance(o, CogsubError)] == [conflict]
+        assert [o for o in outcomes if isinstance(o, CogsubError)] == [refused]
         assert len(by_source["t-2"].created) == 1 and by_source["t-3"].skipped is not None
         assert await stack.index.count("melanie") == 2 and await stack.index.count(BANK) == 2
 
