@@ -204,7 +204,8 @@ class MemoryIndex(Protocol):
         """Which of ``event_ids`` are documents of ``bank_id``, reading no bodies.
 
         One query on SQLite, one ``mget`` per ``bulk_size`` ids on OpenSearch: cheaper
-        than a ``get`` per id. Raises ``UnavailableError`` rather than call unread ids absent.
+        than a ``get`` per id. Raises rather than call an unread id absent
+        (``UnavailableError`` where a shard could not answer).
         """
         ...
 

@@ -154,7 +154,8 @@ class FactStage:
         plans = [p for p in read if isinstance(p, _Plan)]
         known = await self._known_facts(plans)
         decided = await asyncio.gather(
-            *(self._decide(plan, known.get(plan.bank_id, set())) for plan in plans),
+            # A plan with no candidates was not looked up, so its bank's error is not its own.
+            *(self._decide(p, known[p.bank_id] if p.candidates else set()) for p in plans),
             return_exceptions=True,
         )
         _raise_retryable(decided)
@@ -249,9 +250,7 @@ class FactStage:
     async def _decide(self, plan: _Plan, known: set[str] | InvalidInputError) -> None:
         """Each candidate becomes a new fact or one more proof of a fact the bank holds."""
         if isinstance(known, InvalidInputError):
-            if plan.candidates:
-                raise known
-            return  # skipped: nothing was looked up for it
+            raise known
         for position, (memory, vector) in enumerate(plan.candidates):
             # The same statement has the same id: a lookup by id finds it, however large
             # the bank; with a semantic embedder a nearest-neighbour check also catches

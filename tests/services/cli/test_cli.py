@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -16,6 +15,7 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from cogsub.cli import main
+from tests.fixtures.kafka import free_port
 from tests.services.ingestion.harness import event_body
 
 COGSUB = [sys.executable, "-m", "cogsub.cli.main"]
@@ -195,12 +195,6 @@ def test_run_survives_kill_9_and_ctrl_c_without_losing_anything(tmp_path: Path) 
     assert "published the shipped sample events" not in log.read_text()
 
 
-def _free_loopback_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
-
-
 @pytest.mark.slow
 @pytest.mark.timeout(180)
 def test_ingest_and_consolidator_processes_share_one_embedded_data_dir(tmp_path: Path) -> None:
@@ -211,7 +205,7 @@ def test_ingest_and_consolidator_processes_share_one_embedded_data_dir(tmp_path:
     count = 60
     said = [f"Caroline: my sister number {i} lives in Lisbon." for i in range(count)]
     events.write_text("\n".join(json.dumps(event_body(i, text=t)) for i, t in enumerate(said)))
-    port = _free_loopback_port()
+    port = free_port()
     env = {
         **os.environ,
         "COGSUB_LOG_FORMAT": "json",

@@ -95,6 +95,18 @@ async def test_a_near_duplicate_is_merged_and_counted_once(tmp_path: Path) -> No
         assert facts == 3  # two raw turns and one fact
 
 
+def _stage(stack: ConsolidationStack, index: MemoryIndex, *, semantic: bool = False) -> FactStage:
+    """The stack's fact stage over ``index`` (a wrapper that counts or fails)."""
+    return FactStage(
+        archive=stack.archive,
+        index=index,
+        embedder=stack.embedder,
+        extractor=OfflineExtractor(),
+        writer=stack.writer,
+        semantic=semantic,
+    )
+
+
 class _CountsPatches:
     """The index, noting which documents extraction patches."""
 
@@ -115,14 +127,7 @@ async def test_a_new_fact_is_born_with_its_proof_and_only_repeats_are_recounted(
 ) -> None:
     async with consolidation_stack(tmp_path) as stack:
         counting = _CountsPatches(stack.index)
-        facts = FactStage(
-            archive=stack.archive,
-            index=cast(MemoryIndex, counting),
-            embedder=stack.embedder,
-            extractor=OfflineExtractor(),
-            writer=stack.writer,
-            semantic=False,
-        )
+        facts = _stage(stack, cast(MemoryIndex, counting))
         await _say(stack, "Caroline: Melanie paints sunsets.", memory_id="turn-1")
         await _say(stack, "Caroline: My sister lives in Lisbon.", memory_id="turn-2")
         await _say(stack, "Caroline: my sister lives in Lisbon!", memory_id="turn-3")
@@ -173,15 +178,7 @@ async def test_a_bank_whose_lookup_is_refused_as_bad_input_fails_only_its_announ
         payloads = await _enriched(stack, 3)
 
         def stage(error: CogsubError) -> FactStage:
-            failing = _PresentFails(stack.index, BANK, error)
-            return FactStage(
-                archive=stack.archive,
-                index=cast(MemoryIndex, failing),
-                embedder=stack.embedder,
-                extractor=OfflineExtractor(),
-                writer=stack.writer,
-                semantic=False,
-            )
+            return _stage(stack, cast(MemoryIndex, _PresentFails(stack.index, BANK, error)))
 
         with pytest.raises(UnavailableError):  # a backend down: the whole batch again
             await stage(UnavailableError("index down")).handle_many(payloads)
@@ -220,14 +217,8 @@ async def test_a_rewording_planned_while_the_fact_is_written_is_merged_into_it(
     tmp_path: Path,
 ) -> None:
     async with consolidation_stack(tmp_path) as stack:
-        facts = FactStage(
-            archive=stack.archive,
-            index=stack.index,
-            embedder=stack.embedder,
-            extractor=OfflineExtractor(),
-            writer=stack.writer,
-            semantic=True,  # near-duplicates are searched for, not only the same id
-        )
+        # Near-duplicates are searched for, not only the same id.
+        facts = _stage(stack, stack.index, semantic=True)
         await _say(stack, "Caroline: My sister lives in Lisbon with two cats.", memory_id="t-1")
         await _say(stack, "Caroline: My sister lives in Lisbon with two cats now.", memory_id="t-2")
         first, second = await _enriched(stack, 2)
