@@ -5,7 +5,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-stamp
 BACKEND ?= embedded
 
-.PHONY: setup run demo test test-fast test-all lint typecheck format bench-ingest bench-recall bench-adapters bench-round-read bench-decay bench-extraction bench-soak faults experiments clean up down
+.PHONY: setup run demo test test-fast test-all lint typecheck format bench-ingest bench-recall bench-adapters bench-round-read bench-decay bench-extraction bench-index-writes bench-soak faults experiments clean up down
 
 setup: $(STAMP)
 
@@ -84,3 +84,8 @@ bench-decay: setup
 
 bench-extraction: setup
 	$(BIN)/python -m benchmarks.extraction
+
+# The index's copies go under .bench/, on the disk the data directory would use.
+bench-index-writes: setup
+	mkdir -p .bench
+	$(BIN)/python -m benchmarks.index_writes --workdir .bench

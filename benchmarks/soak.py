@@ -5,13 +5,16 @@ The soak's process runs the ingestion worker and the memory service; consolidati
 data directory, stopped by its PID at the end (``--consolidator in-process`` runs it in
 the soak's process instead, one event loop for everything, as `cogsub run` does).
 
-1. Calibrate: bursts of events through that stack measure the maximum ingest rate, the
-   median of ``--calibrations`` (default 3) bursts. Each burst after the first runs on
-   the store the ones before it grew, so the bursts also show how the pace moves with size.
+1. Calibrate: one burst of ``--calibrate`` events (reported beside the maximum, not used
+   for it), then the stack kept saturated for ``--calibrate-s`` seconds: a standing
+   backlog of ``--backlog`` events published and not yet extracted. The maximum is the
+   pace extraction finishes events at once warm (after ``--warm-s``). A burst ends
+   inside the page cache, before writeback and checkpoints catch up; the saturated pace
+   is what the stack keeps up, and the burst's excess over it is printed.
 2. Soak: producers publish at ``--load`` (default 80 %) of that rate for
    ``--duration`` seconds while ``--clients`` recall concurrently.
-3. After: the producers stop; the time the backlog takes to drain, and one more burst
-   on the store the soak grew (the maximum at the end's size).
+3. After: the producers stop; the time the backlog takes to drain, and the saturated
+   pace again on the store the soak grew (the maximum at the end's size).
 
 Every ``--every`` seconds it samples throughput, consumer lag, resident memory (of
 both processes) and
@@ -32,7 +35,6 @@ import random
 import resource
 import signal
 import socket
-import statistics
 import sys
 import tempfile
 import time
@@ -132,19 +134,15 @@ async def calibrate(
     counters: Counters,
     events: int,
     *,
-    start: int = 0,
+    prefix: str,
     check: Callable[[], None],
 ) -> float:
-    """Events/s the stack ingests from a standing backlog of ``events``."""
-    bodies = _bodies(events, start=start, prefix="calib")
+    """Events/s the stack ingests and extracts from one burst of ``events``."""
+    bodies = _bodies(events, start=0, prefix=prefix)
     # Counted from before the first publish: the worker starts on the burst while the
     # rest is still being published, and those events count too.
     started, before = time.perf_counter(), counters.indexed
-    for chunk in range(0, len(bodies), 500):
-        await asyncio.gather(
-            *(running.stack.bus.publish(EXPERIENCE_RAW, b) for b in bodies[chunk : chunk + 500])
-        )
-    counters.produced += len(bodies)
+    await _publish(running, counters, bodies)
     # Sustainable means the whole pipeline keeps up: ingestion indexed the burst and the
     # consolidation worker extracted it (its lag on experience.enriched is back to 0).
     group = running.stack.settings.consolidation.group
@@ -155,6 +153,55 @@ async def calibrate(
         await asyncio.sleep(0.05)
         check()  # a dead worker would leave this waiting forever
     return len(bodies) / (time.perf_counter() - started)
+
+
+async def saturate(
+    running: RunningApi,
+    consolidator: Consolidator,
+    counters: Counters,
+    args: argparse.Namespace,
+    *,
+    prefix: str,
+) -> float:
+    """Events/s the whole pipeline finishes while a standing backlog keeps it busy.
+
+    For ``args.calibrate_s`` seconds, ``args.backlog`` events are kept in flight
+    (published, not yet extracted); the pace is the least-squares slope of extracted
+    events over the time after ``args.warm_s``. The backlog is drained before returning,
+    so what comes next starts from no lag.
+    """
+    group = running.stack.settings.consolidation.group
+
+    async def extracted() -> int:
+        stats = await running.stack.bus.topic_stats(EXPERIENCE_ENRICHED, group=group)
+        return stats.end_offset - stats.lag  # what the worker has committed
+
+    base, sent, points = await extracted(), 0, []
+    started = time.perf_counter()
+    while (now := time.perf_counter() - started) < args.calibrate_s:
+        done = await extracted() - base
+        if now >= args.warm_s:
+            points.append((now, done))
+        if (short := args.backlog - (sent - done)) > 0:
+            await _publish(running, counters, _bodies(short, start=sent, prefix=prefix))
+            sent += short
+        consolidator.raise_if_failed()
+        await asyncio.sleep(0.25)
+    await _drained(running, consolidator)
+    return pace_per_s(points)
+
+
+def pace_per_s(points: Sequence[tuple[float, float]]) -> float:
+    """Events per second from (seconds, events finished) points: their least-squares slope."""
+    return slope_per_min(points) / 60
+
+
+async def _publish(running: RunningApi, counters: Counters, bodies: Sequence[bytes]) -> None:
+    for chunk in range(0, len(bodies), 500):
+        await asyncio.gather(
+            *(running.stack.bus.publish(EXPERIENCE_RAW, b) for b in bodies[chunk : chunk + 500])
+        )
+    counters.produced += len(bodies)
 
 
 async def produce(
@@ -187,6 +234,10 @@ async def recall_client(
 
 
 async def soak(args: argparse.Namespace, root: Path) -> dict[str, Any]:
+    # SIGTERM cancels the soak like Ctrl-C does: its clean-up stops the consolidator.
+    soaking = asyncio.current_task()
+    assert soaking is not None
+    asyncio.get_running_loop().add_signal_handler(signal.SIGTERM, soaking.cancel)
     settings = embedded_settings(root, embedder=args.embedder)
     counters = Counters()
     in_process = args.consolidator == "in-process"
@@ -204,28 +255,24 @@ async def soak(args: argparse.Namespace, root: Path) -> dict[str, Any]:
             for i in range(args.clients)
         ]
         try:
-            bursts = [
+            burst = (
                 await calibrate(
                     running,
                     counters,
                     args.calibrate,
-                    start=n * args.calibrate,
+                    prefix="burst",
                     check=consolidator.raise_if_failed,
                 )
-                for n in range(args.calibrations)
-            ]
-            # The median: one burst's figure moved by a third between runs of one tree.
-            maximum = statistics.median(bursts)
-            basis = (
-                f"the median of {', '.join(f'{b:.0f}' for b in bursts)}"
-                if len(bursts) > 1
-                else "one burst"
+                if args.calibrate
+                else 0.0
             )
+            maximum = await saturate(running, consolidator, counters, args, prefix="calib")
             counters.latencies_ms.clear()
             rate = args.rate or args.load * maximum
             print(
-                f"calibrated maximum {maximum:.0f} events/s, {basis} "
-                f"(with {args.clients} recall clients); "
+                f"calibrated maximum {maximum:.0f} events/s, saturated for "
+                f"{args.calibrate_s:.0f} s (a burst of {args.calibrate} before it: "
+                f"{burst:.0f} events/s) with {args.clients} recall clients; "
                 f"soaking at {rate:.0f} events/s for {args.duration:.0f} s",
                 flush=True,
             )
@@ -242,7 +289,7 @@ async def soak(args: argparse.Namespace, root: Path) -> dict[str, Any]:
         for outcome in ended:
             if isinstance(outcome, BaseException):
                 raise outcome
-    return _summary(samples, bursts, rate, counters, args) | after
+    return _summary(samples, maximum, burst, rate, counters, args) | after
 
 
 async def _after_the_soak(
@@ -252,23 +299,21 @@ async def _after_the_soak(
     rate: float,
     args: argparse.Namespace,
 ) -> dict[str, Any]:
-    """How long the backlog took to drain, and a burst on the store the soak grew.
+    """How long the backlog took to drain, and the saturated pace on the grown store.
 
-    The bursts before the soak ran on a store near empty, and the pace moves as the store
-    grows, so the rate soaked at is also compared with the maximum at the end's size.
+    The calibration ran on a store near empty, and the pace moves as the store grows,
+    so the rate soaked at is also compared with the maximum at the end's size.
     """
     started = time.perf_counter()
     await _drained(running, consolidator)
     drain_s = time.perf_counter() - started
-    first_unused = args.calibrations * args.calibrate
-    end = await calibrate(
-        running, counters, args.calibrate, start=first_unused, check=consolidator.raise_if_failed
-    )
-    print(f"drained in {drain_s:.1f} s; a burst on the grown store: {end:.0f} events/s", flush=True)
+    end = await saturate(running, consolidator, counters, args, prefix="end")
+    print(f"drained in {drain_s:.1f} s; saturated on the grown store: {end:.0f} events/s")
+    sys.stdout.flush()
     return {
         "drain_s": round(drain_s, 1),
         "end_calibrated_max_events_per_s": round(end, 1),
-        "ratio_target_to_end_max": round(rate / end, 3),
+        "ratio_target_to_end_max": round(rate / end, 3) if end else None,
     }
 
 
@@ -460,12 +505,12 @@ def _round_totals(metrics: Metrics) -> dict[str, Any]:
 
 def _summary(
     samples: list[Sample],
-    bursts: list[float],
+    maximum: float,
+    burst: float,
     rate: float,
     counters: Counters,
     args: argparse.Namespace,
 ) -> dict[str, Any]:
-    maximum = statistics.median(bursts)
     late = samples[len(samples) // 2 :]
     throughput = sum(s.ingest_per_s for s in samples) / max(1, len(samples))
     return {
@@ -473,10 +518,12 @@ def _summary(
         "consolidator": args.consolidator,
         "duration_s": args.duration,
         "calibrated_max_events_per_s": round(maximum, 1),
-        "calibration_bursts_events_per_s": [round(b, 1) for b in bursts],
+        "calibration_saturated_s": args.calibrate_s,
+        # The same stack's burst, just before: how far a burst overstates the pace.
+        "calibration_burst_events_per_s": round(burst, 1),
         "target_events_per_s": round(rate, 1),
         "mean_ingest_events_per_s": round(throughput, 1),
-        "ratio_to_calibrated_max": round(throughput / maximum, 3),
+        "ratio_to_calibrated_max": round(throughput / maximum, 3) if maximum else None,
         "lag_max": max((s.lag for s in samples), default=0),
         "lag_end": samples[-1].lag if samples else 0,
         "lag_trend_per_min": round(slope_per_min([(s.t_s, s.lag) for s in late]), 1),
@@ -521,9 +568,17 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--duration", type=float, default=180.0, help="soak seconds")
     parser.add_argument("--load", type=float, default=0.8, help="share of the calibrated max")
-    parser.add_argument("--calibrate", type=int, default=5_000, help="events in each burst")
     parser.add_argument(
-        "--calibrations", type=int, default=3, help="bursts; the maximum is their median"
+        "--calibrate", type=int, default=5_000, help="events in the burst reported (0: none)"
+    )
+    parser.add_argument(
+        "--calibrate-s", type=float, default=75.0, help="seconds the stack is kept saturated"
+    )
+    parser.add_argument(
+        "--warm-s", type=float, default=15.0, help="of those, seconds before the pace counts"
+    )
+    parser.add_argument(
+        "--backlog", type=int, default=3_000, help="events kept in flight while saturated"
     )
     parser.add_argument(
         "--rate",
@@ -545,13 +600,22 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     parser.add_argument("--json", action="store_true", help="print the summary as JSON")
     args = parser.parse_args(argv)
-    if args.calibrations < 1:
-        parser.error(f"--calibrations must be at least 1, not {args.calibrations}")
-    if args.calibrate < 1:
-        parser.error(f"--calibrate must be at least 1 event, not {args.calibrate}")
+    if args.calibrate < 0:
+        parser.error(f"--calibrate must be 0 or more events, not {args.calibrate}")
+    if args.backlog < 1:
+        parser.error(f"--backlog must be at least 1 event, not {args.backlog}")
+    if not 0 <= args.warm_s < args.calibrate_s - 1:
+        parser.error(
+            f"--warm-s must leave more than a second of --calibrate-s ({args.calibrate_s}) "
+            f"to measure, not {args.warm_s}"
+        )
     configure_logging(format="console", level="warning")
     with tempfile.TemporaryDirectory(prefix="cogsub-soak-") as root:
-        summary = asyncio.run(soak(args, Path(root)))
+        try:
+            summary = asyncio.run(soak(args, Path(root)))
+        except asyncio.CancelledError:
+            print("soak stopped by SIGTERM; removing its store…", file=sys.stderr, flush=True)
+            return 143
         if args.json:
             print(json.dumps(summary))
         else:

@@ -9,6 +9,7 @@ from benchmarks.soak import (
     _round_totals,
     _round_totals_from_text,
     main,
+    pace_per_s,
     percentile,
     slope_per_min,
 )
@@ -54,11 +55,27 @@ def test_round_totals_come_from_the_round_metrics() -> None:
     assert _round_totals_from_text("") == {"rounds": 0, "round_s": 0.0, "decay_s": 0.0}
 
 
-@pytest.mark.parametrize("argv", [["--calibrations", "0"], ["--calibrate", "0"]])
-def test_a_soak_without_a_burst_to_calibrate_on_is_refused(
-    argv: list[str], capsys: pytest.CaptureFixture[str]
+@pytest.mark.parametrize(
+    ("argv", "rule"),
+    [
+        (["--calibrate", "-1"], "--calibrate must be 0 or more events"),
+        (["--backlog", "0"], "--backlog must be at least 1 event"),
+        (["--calibrate-s", "10", "--warm-s", "9.5"], "--warm-s must leave more than a second"),
+        (["--warm-s", "-1"], "--warm-s must leave more than a second"),
+    ],
+)
+def test_a_calibration_that_measures_nothing_is_refused(
+    argv: list[str], rule: str, capsys: pytest.CaptureFixture[str]
 ) -> None:
     with pytest.raises(SystemExit) as refused:
         main(argv)
     assert refused.value.code == 2
-    assert f"{argv[0]} must be at least 1" in capsys.readouterr().err
+    assert rule in capsys.readouterr().err
+
+
+def test_the_saturated_pace_is_the_slope_of_events_finished() -> None:
+    # Finished in steps of a batch (commits), 400 a second on average: the slope, not
+    # the last point over the window, which a commit just before or after would move.
+    steps = [(t / 4, 256 * int(t * 100 / 256)) for t in range(8, 240)]
+    assert pace_per_s(steps) == pytest.approx(400, rel=0.01)
+    assert pace_per_s([(1.0, 500)]) == 0.0  # one point: no pace

@@ -97,7 +97,7 @@ from cogsub.index.text_query import (
     quote_fts5,
 )
 
-__all__ = ["SqliteMemoryIndex"]
+__all__ = ["WAL_CHECKPOINT_PAGES", "SqliteMemoryIndex"]
 
 _T = TypeVar("_T")
 _log = structlog.get_logger(__name__)
@@ -119,6 +119,12 @@ _READERS = 2
 #: 32 + 2 x 48 MiB bound the index's caches, whatever the data.
 _READER_CACHE_MIB = 48
 _WRITER_CACHE_MIB = 32
+#: WAL pages before a commit folds the log into the file (SQLite's default is 1,000).
+#: A page written again before the checkpoint is copied once: index and text pages are
+#: rewritten by batch after batch. 10,000 wrote 15 % less to the device and took 16 %
+#: less time than 1,000 for extraction-like batches on 200k documents
+#: (``make bench-index-writes``).
+WAL_CHECKPOINT_PAGES = 10_000
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 _FACT_CODES = {fact: code for code, fact in enumerate(FactType, start=1)}
 _SQLITE_CANTOPEN = 14
@@ -498,14 +504,27 @@ class SqliteMemoryIndex:
         path: The database file (its directory must exist) or ``":memory:"``.
         busy_timeout_s: How long a write waits for another process's write lock
             before raising ``UnavailableError``.
+        checkpoint_pages: Pages the write-ahead log holds before a commit checkpoints
+            it into the file (``WAL_CHECKPOINT_PAGES``).
 
     Call ``close()`` when done; it finishes pending work, closes the database
     and stops the worker thread.
     """
 
-    def __init__(self, path: str | os.PathLike[str], *, busy_timeout_s: float = 5.0) -> None:
+    def __init__(
+        self,
+        path: str | os.PathLike[str],
+        *,
+        busy_timeout_s: float = 5.0,
+        checkpoint_pages: int = WAL_CHECKPOINT_PAGES,
+    ) -> None:
+        if checkpoint_pages < 1:
+            raise ConfigurationError(
+                f"checkpoint_pages must be at least 1 page, not {checkpoint_pages}"
+            )
         self._path = os.fspath(path)
         self._busy_timeout_ms = int(busy_timeout_s * 1000)
+        self._checkpoint_pages = checkpoint_pages
         self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="cogsub-index")
         # Reads run on reader threads with connections of their own (WAL readers never
         # wait for the writer), so lookups queue neither behind a write's sync nor, with
@@ -596,6 +615,7 @@ class SqliteMemoryIndex:
                 conn.execute("PRAGMA journal_mode = WAL")
                 # FULL: an acknowledged upsert survives power loss, not only a crash.
                 conn.execute("PRAGMA synchronous = FULL")
+                conn.execute(f"PRAGMA wal_autocheckpoint = {self._checkpoint_pages}")
             conn.execute(f"PRAGMA cache_size = -{_WRITER_CACHE_MIB * 1024}")
             # ON, not FAST: a forget frees whole FTS segment pages (_purge_fts), and FAST
             # leaves pages moved to the freelist as they were, forgotten text included.

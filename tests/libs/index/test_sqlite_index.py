@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import os
 import random
 import sqlite3
 from collections.abc import AsyncIterator
@@ -630,3 +631,28 @@ async def test_the_vector_cache_reports_its_bytes_as_it_grows(
     await index.upsert([doc(unique_name, f"more-{i}") for i in range(3000)])
     await index.search_vector(axis(DIMENSION), filters, size=1)
     assert index.cached_vector_bytes >= 3001 * DIMENSION * 4 > small
+
+
+async def test_the_log_is_checkpointed_into_the_file_every_configured_pages(
+    data_dir: Path, unique_name: str
+) -> None:
+    """A small setting keeps the write-ahead log small; a large one lets it grow."""
+    wal_bytes = {}
+    for pages in (8, 100_000):
+        path = data_dir / f"index-{pages}.sqlite3"
+        index = SqliteMemoryIndex(path, checkpoint_pages=pages)
+        try:
+            await index.ensure(dimension=DIMENSION)
+            for batch in range(8):
+                await index.upsert([doc(unique_name, f"{batch}-{i}") for i in range(200)])
+            wal_bytes[pages] = os.stat(f"{path}-wal").st_size
+        finally:
+            await index.close()
+    page = 4096
+    assert wal_bytes[100_000] > 200 * page  # every batch's pages still in the log
+    assert wal_bytes[8] < wal_bytes[100_000] / 2  # folded in as the pages passed 8
+
+
+def test_a_checkpoint_of_no_pages_is_refused(data_dir: Path) -> None:
+    with pytest.raises(ConfigurationError, match="checkpoint_pages must be at least 1"):
+        SqliteMemoryIndex(data_dir / "index.sqlite3", checkpoint_pages=0)
