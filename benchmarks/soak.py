@@ -10,7 +10,7 @@ the soak's process instead, one event loop for everything, as `cogsub run` does)
    backlog of ``--backlog`` events published and not yet extracted. The maximum is the
    pace extraction finishes events at once warm (after ``--warm-s``). A burst ends
    inside the page cache, before writeback and checkpoints catch up; the saturated pace
-   is what the stack keeps up, and the burst's excess over it is printed.
+   is what the stack keeps up, and the burst's ratio to it is printed.
 2. Soak: producers publish at ``--load`` (default 80 %) of that rate for
    ``--duration`` seconds while ``--clients`` recall concurrently.
 3. After: the producers stop; the time the backlog takes to drain, and the saturated
@@ -178,9 +178,9 @@ async def saturate(
 
     base, sent, points = await extracted(), 0, []
     started = time.perf_counter()
-    while (now := time.perf_counter() - started) < args.calibrate_s:
+    while time.perf_counter() - started < args.calibrate_s:
         done = await extracted() - base
-        if now >= args.warm_s:
+        if (now := time.perf_counter() - started) >= args.warm_s:  # when the count was read
             points.append((now, done))
         if (short := args.backlog - (sent - done)) > 0:
             await _publish(running, counters, _bodies(short, start=sent, prefix=prefix))
@@ -188,7 +188,13 @@ async def saturate(
         consolidator.raise_if_failed()
         await asyncio.sleep(0.25)
     await _drained(running, consolidator)
-    return pace_per_s(points)
+    if (pace := pace_per_s(points)) <= 0:
+        # A soak at 80 % of nothing would hold trivially: refuse to go on.
+        raise RuntimeError(
+            f"nothing was extracted in the {args.calibrate_s - args.warm_s:.0f} s after "
+            f"--warm-s {args.warm_s}: no maximum to soak at (a longer --calibrate-s?)"
+        )
+    return pace
 
 
 def pace_per_s(points: Sequence[tuple[float, float]]) -> float:
@@ -264,15 +270,20 @@ async def soak(args: argparse.Namespace, root: Path) -> dict[str, Any]:
                     check=consolidator.raise_if_failed,
                 )
                 if args.calibrate
-                else 0.0
+                else None
             )
             maximum = await saturate(running, consolidator, counters, args, prefix="calib")
             counters.latencies_ms.clear()
             rate = args.rate or args.load * maximum
+            before = (
+                ""
+                if burst is None
+                else f" (a burst of {args.calibrate} before it: {burst:.0f} events/s, "
+                f"{burst / maximum:.2f} times that)"
+            )
             print(
                 f"calibrated maximum {maximum:.0f} events/s, saturated for "
-                f"{args.calibrate_s:.0f} s (a burst of {args.calibrate} before it: "
-                f"{burst:.0f} events/s) with {args.clients} recall clients; "
+                f"{args.calibrate_s:.0f} s{before} with {args.clients} recall clients; "
                 f"soaking at {rate:.0f} events/s for {args.duration:.0f} s",
                 flush=True,
             )
@@ -307,13 +318,20 @@ async def _after_the_soak(
     started = time.perf_counter()
     await _drained(running, consolidator)
     drain_s = time.perf_counter() - started
+    rounds_before = (await consolidator.round_totals())["rounds"]
     end = await saturate(running, consolidator, counters, args, prefix="end")
-    print(f"drained in {drain_s:.1f} s; saturated on the grown store: {end:.0f} events/s")
-    sys.stdout.flush()
+    # A scheduled round may fall in it: the pace is then the store's with a round beside.
+    rounds = (await consolidator.round_totals())["rounds"] - rounds_before
+    print(
+        f"drained in {drain_s:.1f} s; saturated on the grown store: {end:.0f} events/s "
+        f"({rounds} bank rounds meanwhile)",
+        flush=True,
+    )
     return {
         "drain_s": round(drain_s, 1),
         "end_calibrated_max_events_per_s": round(end, 1),
-        "ratio_target_to_end_max": round(rate / end, 3) if end else None,
+        "end_calibration_rounds": rounds,
+        "ratio_target_to_end_max": round(rate / end, 3),
     }
 
 
@@ -506,7 +524,7 @@ def _round_totals(metrics: Metrics) -> dict[str, Any]:
 def _summary(
     samples: list[Sample],
     maximum: float,
-    burst: float,
+    burst: float | None,
     rate: float,
     counters: Counters,
     args: argparse.Namespace,
@@ -520,10 +538,10 @@ def _summary(
         "calibrated_max_events_per_s": round(maximum, 1),
         "calibration_saturated_s": args.calibrate_s,
         # The same stack's burst, just before: how far a burst overstates the pace.
-        "calibration_burst_events_per_s": round(burst, 1),
+        "calibration_burst_events_per_s": None if burst is None else round(burst, 1),
         "target_events_per_s": round(rate, 1),
         "mean_ingest_events_per_s": round(throughput, 1),
-        "ratio_to_calibrated_max": round(throughput / maximum, 3) if maximum else None,
+        "ratio_to_calibrated_max": round(throughput / maximum, 3),
         "lag_max": max((s.lag for s in samples), default=0),
         "lag_end": samples[-1].lag if samples else 0,
         "lag_trend_per_min": round(slope_per_min([(s.t_s, s.lag) for s in late]), 1),

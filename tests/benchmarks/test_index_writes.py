@@ -30,6 +30,7 @@ async def test_both_settings_write_the_same_batches_and_are_compared(tmp_path: P
     assert result["baseline_pages"] == 1_000 and result["pages"] == args.pages
     for row in (result["baseline"], result["index"]):
         assert row["wall_s"] > 0 and row["cpu_s"] > 0
+        assert row["documents"] == 600 + 3 * 40  # both copies took the same new facts
     assert result["ratios"]["wall_s"] > 0
     assert os.listdir(tmp_path) == []  # the copies are removed
 

@@ -67,25 +67,8 @@ log = structlog.get_logger("cogsub.consolidation")
 SCAN_PAGE = 500
 #: Seconds between a decay pass's records of where it is (see ``ConsolidationRound._decay``).
 DECAY_RECORD_EVERY_S = 5.0
-#: Most memories per decay page: each page is one index write (a transaction and a sync).
+#: Memories per decay page: each page is one index write (a transaction and a sync).
 DECAY_PAGE = 5_000
-#: Fewest memories per decay page, however slow the pages are (and the first page's size).
-DECAY_PAGE_MIN = 200
-#: Seconds a decay page should take. A page holds the index's write lock, which
-#: extraction's and ingestion's writes wait for: a page of 5,000 took 1.7 s under a soak
-#: and slowed extraction to under half its pace for the minute decay took.
-DECAY_PAGE_S = 0.2
-
-
-def next_decay_page(size: int, took_s: float) -> int:
-    """The next decay page's size: what fits ``DECAY_PAGE_S`` at the last page's pace.
-
-    At most twice or half the last size, so one slow page (a checkpoint, a wait for
-    the lock) does not swing it, and within ``DECAY_PAGE_MIN`` .. ``DECAY_PAGE``.
-    """
-    smallest = min(DECAY_PAGE_MIN, DECAY_PAGE)
-    wanted = size * 2 if took_s <= 0 else size * DECAY_PAGE_S / took_s
-    return int(max(smallest, min(DECAY_PAGE, size * 2, max(size / 2, wanted))))
 
 
 @dataclass(frozen=True)
@@ -506,11 +489,9 @@ class ConsolidationRound:
     async def _decay(self, bank_id: str, progress: _Progress) -> None:
         """One epoch of decay for the whole bank, at most once per epoch.
 
-        The index decays the bank a page at a time, in place
+        The index decays the bank ``DECAY_PAGE`` memories at a time, in place
         (``MemoryIndex.decay_page``): reading each memory out to patch it spent
-        most of a round's time under load. Pages are sized to take about
-        ``DECAY_PAGE_S`` (``next_decay_page``), so the writes that wait for the
-        index's lock meanwhile wait little. Once ``DECAY_RECORD_EVERY_S`` have
+        most of a round's time under load. Once ``DECAY_RECORD_EVERY_S`` have
         passed, the pass records where it is in the archive (the cursor after the
         last page), so a pass cut short (a stopping worker, a crash) resumes
         there: only what came after that record, not the bank, is decayed twice.
@@ -528,13 +509,10 @@ class ConsolidationRound:
         )
         pages, after = await self._decay_resumes_after(bank_id, epoch)
         recorded_at = time.monotonic()
-        size = min(DECAY_PAGE_MIN, DECAY_PAGE)
         while True:
-            began = time.monotonic()
-            page = await self._index.decay_page(bank_id, step, size=size, after=after)
+            page = await self._index.decay_page(bank_id, step, size=DECAY_PAGE, after=after)
             if page.last is None:
                 break
-            size = next_decay_page(size, time.monotonic() - began)
             after, progress.decayed = page.last, progress.decayed + page.decayed
             if time.monotonic() - recorded_at >= DECAY_RECORD_EVERY_S:
                 pages.append(decay_page_key(bank_id, epoch, len(pages) + 1))

@@ -9,13 +9,10 @@ from pathlib import Path
 from typing import Any, cast
 
 import pytest
-from hypothesis import given
-from hypothesis import strategies as st
 
 from cogsub.consolidation import ConsolidationPolicy
 from cogsub.consolidation import round as round_module
 from cogsub.consolidation.decay import epoch_of
-from cogsub.consolidation.round import DECAY_PAGE, DECAY_PAGE_MIN, DECAY_PAGE_S, next_decay_page
 from cogsub.core.derived import decay_pages_prefix
 from cogsub.core.documents import IndexDocument
 from cogsub.core.events import FactType, format_timestamp
@@ -250,61 +247,3 @@ async def test_a_round_bounded_by_max_scan_reads_the_most_alive_memories(tmp_pat
         for obs_id, topic in ((release, "release"), (invoices, "invoices")):
             record = await stack.service.get_memory(BANK, obs_id)
             assert record.archived_event["input"]["structured"]["sources"] == sorted(ids[topic])
-
-
-def test_decay_pages_grow_while_fast_and_shrink_while_slow_within_their_bounds() -> None:
-    assert next_decay_page(DECAY_PAGE_MIN, DECAY_PAGE_S / 10) == 2 * DECAY_PAGE_MIN  # at most 2x
-    assert next_decay_page(1_000, DECAY_PAGE_S / 2) == 2_000  # twice as fast as wanted
-    assert next_decay_page(1_000, DECAY_PAGE_S * 1.25) == 800  # the size that fits the budget
-    assert next_decay_page(1_000, DECAY_PAGE_S * 10) == 500  # at most halved by one slow page
-    assert next_decay_page(DECAY_PAGE, 0.0) == DECAY_PAGE  # never above the largest
-    assert next_decay_page(DECAY_PAGE_MIN, 60.0) == DECAY_PAGE_MIN  # never below the smallest
-
-
-@given(
-    size=st.integers(DECAY_PAGE_MIN, DECAY_PAGE),
-    took_s=st.floats(0.0, 600.0, allow_nan=False),
-)
-def test_a_decay_page_is_bounded_and_moves_at_most_twofold(size: int, took_s: float) -> None:
-    following = next_decay_page(size, took_s)
-    assert DECAY_PAGE_MIN <= following <= DECAY_PAGE
-    assert size // 2 <= following <= 2 * size
-    # A slower page never earns a larger next one.
-    assert next_decay_page(size, took_s + 0.05) <= following
-
-
-class _SlowDecayPages(_CountsDecayPages):
-    """Decay pages that take ``page_s`` each, as under a write-heavy load."""
-
-    def __init__(self, index: MemoryIndex, page_s: float) -> None:
-        super().__init__(index)
-        self._page_s = page_s
-
-    async def decay_page(
-        self, bank_id: str, step: DecayStep, *, size: int, after: str | None = None
-    ) -> DecayedPage:
-        await asyncio.sleep(self._page_s)
-        return await super().decay_page(bank_id, step, size=size, after=after)
-
-
-@pytest.mark.parametrize(("page_s", "sizes"), [(0.0, [2, 4, 8, 8]), (0.2, [2, 2, 2, 2])])
-async def test_a_pass_sizes_its_pages_to_the_time_they_take(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, page_s: float, sizes: list[int]
-) -> None:
-    monkeypatch.setattr(round_module, "DECAY_PAGE", 8)
-    monkeypatch.setattr(round_module, "DECAY_PAGE_MIN", 2)
-    monkeypatch.setattr(round_module, "DECAY_PAGE_S", 0.05)
-    async with consolidation_stack(tmp_path) as stack:
-        await _retain_old_unrelated(stack)
-        for n in range(20):
-            old = RetainRequest(
-                content=f"Ticket {n} was closed by the night shift.",
-                fact_type=FactType.WORLD,
-                timestamp=NOW - timedelta(days=3),
-                wait=True,
-            )
-            await stack.service.retain(BANK, old)
-        slow = _SlowDecayPages(stack.index, page_s)
-        report = await stack.round_over(cast(MemoryIndex, slow), stack.archive).run(BANK)
-        assert [size for size, _ in slow.pages][:4] == sizes
-        assert report.decayed == len(await _old_memories(stack))  # every page still done
