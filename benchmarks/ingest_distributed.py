@@ -126,16 +126,16 @@ async def bench_distributed(count: int) -> list[dict[str, Any]]:
         kafka_rate = await raw_kafka_rate(up["kafka"])
         settings = Settings(
             backend="distributed",
-            embedder={"kind": "hash"},  # type: ignore[arg-type]
-            kafka={"bootstrap_servers": up["kafka"]},  # type: ignore[arg-type]
-            s3={  # type: ignore[arg-type]
+            embedder={"kind": "hash"},
+            kafka={"bootstrap_servers": up["kafka"]},
+            s3={
                 "endpoint_url": s3.endpoint_url,
                 "bucket": f"bench-{uuid.uuid4().hex[:8]}",
                 "region": s3.region,
                 "access_key_id": s3.access_key_id,
                 "secret_access_key": s3.secret_access_key,
             },
-            opensearch={"url": up["opensearch"], "index": f"bench-{uuid.uuid4().hex[:8]}"},  # type: ignore[arg-type]
+            opensearch={"url": up["opensearch"], "index": f"bench-{uuid.uuid4().hex[:8]}"},
         )
         measured = await pipeline_rate(settings, make_events(count), servers=up["pids"])
     slowest = min(s3_rate, kafka_rate)
