@@ -36,6 +36,7 @@ from cogsub.index.sqlite import WAL_CHECKPOINT_PAGES, SqliteMemoryIndex
 DIMENSION = 8  # the soak's hash embedder
 BANKS = [f"bank-{i}" for i in range(10)]
 SQLITE_DEFAULT_PAGES = 1_000
+FIGURES = ("wall_s", "cpu_s", "device_mib")  # what each run measures, compared as ratios
 # fmt: off
 WORDS = (
     "deploy", "rollback", "billing", "service", "latency", "regress", "pods", "restart",
@@ -95,7 +96,7 @@ async def write_batches(
     """The batches on ``path`` with the log checkpointed every ``pages``; their costs."""
     rng = random.Random(11)  # the same documents and patches for every copy
     batches = [
-        ([fact(rng, n) for n in range(args.new)], rng.sample(list(held), args.patched))
+        ([fact(rng, n) for n in range(args.new)], rng.sample(held, args.patched))
         for _ in range(args.batches)
     ]
     os.sync()  # the copy's own pages are on the device before counting starts
@@ -148,11 +149,12 @@ async def measure(args: argparse.Namespace) -> dict[str, Any]:
         "pages": args.pages,
         "baseline": baseline,
         "index": ours,
-        "ratios": {
-            name: None if ours[name] is None or not baseline[name] else ours[name] / baseline[name]
-            for name in ("wall_s", "cpu_s", "device_mib")
-        },
+        "ratios": {name: _ratio(ours[name], baseline[name]) for name in FIGURES},
     }
+
+
+def _ratio(ours: float | None, baseline: float | None) -> float | None:
+    return None if ours is None or not baseline else ours / baseline
 
 
 def _remove(copy: Path) -> None:
@@ -162,13 +164,12 @@ def _remove(copy: Path) -> None:
 
 
 def _medians(found: Sequence[dict[str, float | None]]) -> dict[str, float | None]:
-    names = found[0].keys()
-    return {
-        name: None
-        if any(run[name] is None for run in found)
-        else statistics.median(float(run[name] or 0.0) for run in found)
-        for name in names
-    }
+    """Per figure, the median of the runs (None where a run could not measure it)."""
+    medians: dict[str, float | None] = {}
+    for name in found[0]:
+        values = [run[name] for run in found]
+        medians[name] = None if None in values else statistics.median(v or 0.0 for v in values)
+    return medians
 
 
 def _report(result: dict[str, Any]) -> None:
@@ -182,9 +183,8 @@ def _report(result: dict[str, Any]) -> None:
         (f"{result['pages']} pages", result["index"]),
         ("ratio", result["ratios"]),
     ):
-        cells = ["n/a" if row[k] is None else f"{row[k]:.2f}" for k in ("wall_s", "cpu_s")]
-        device = "n/a" if row["device_mib"] is None else f"{row['device_mib']:.2f}"
-        print(f"{label:>18} {cells[0]:>8} {cells[1]:>8} {device:>11}")
+        wall, cpu, device = ("n/a" if row[k] is None else f"{row[k]:.2f}" for k in FIGURES)
+        print(f"{label:>18} {wall:>8} {cpu:>8} {device:>11}")
 
 
 def parse(argv: Sequence[str] | None = None) -> argparse.Namespace:

@@ -121,9 +121,9 @@ _READER_CACHE_MIB = 48
 _WRITER_CACHE_MIB = 32
 #: WAL pages before a commit folds the log into the file (SQLite's default is 1,000).
 #: A page written again before the checkpoint is copied once: index and text pages are
-#: rewritten by batch after batch. 10,000 wrote 15 % less to the device and took 16 %
-#: less time than 1,000 for extraction-like batches on 200k documents
-#: (``make bench-index-writes``).
+#: rewritten by batch after batch. 10,000 wrote 15-16 % less to the device and took
+#: 16-22 % less time than 1,000 for extraction-like batches on 200k documents
+#: (``make bench-index-writes``, two runs).
 WAL_CHECKPOINT_PAGES = 10_000
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 _FACT_CODES = {fact: code for code, fact in enumerate(FactType, start=1)}
