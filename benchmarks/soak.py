@@ -188,6 +188,13 @@ async def saturate(
         consolidator.raise_if_failed()
         await asyncio.sleep(0.25)
     await _drained(running, consolidator)
+    half = len(points) // 2
+    first, last = pace_per_s(points[:half]), pace_per_s(points[half:])
+    print(
+        f"{prefix}: saturated pace {first:.0f} events/s in the first half of the measured "
+        f"time, {last:.0f} in the second",
+        flush=True,
+    )
     if (pace := pace_per_s(points)) <= 0:
         # A soak at 80 % of nothing would hold trivially: refuse to go on.
         raise RuntimeError(
@@ -287,11 +294,21 @@ async def soak(args: argparse.Namespace, root: Path) -> dict[str, Any]:
                 f"soaking at {rate:.0f} events/s for {args.duration:.0f} s",
                 flush=True,
             )
+            rounds_before = (await consolidator.round_totals())["rounds"]
             producer = asyncio.create_task(produce(running, counters, rate, stop_producing))
             tasks.append(producer)
             samples = await _sample(running, counters, consolidator, args)
             stop_producing.set()
             await producer
+            soak_rounds = (samples[-1].rounds if samples else rounds_before) - rounds_before
+            if soak_rounds == 0:
+                every_s = running.stack.settings.consolidation.schedule_s
+                print(
+                    "no consolidation round ran during the soak: its extraction lag says "
+                    f"nothing about rounds (they run every {every_s:.0f} s from the "
+                    "consolidator's start; a longer --duration takes one in)",
+                    flush=True,
+                )
             after = await _after_the_soak(running, consolidator, counters, rate, args)
         finally:  # on a failure too: nothing keeps running against a closing stack
             stop.set()
@@ -300,7 +317,8 @@ async def soak(args: argparse.Namespace, root: Path) -> dict[str, Any]:
         for outcome in ended:
             if isinstance(outcome, BaseException):
                 raise outcome
-    return _summary(samples, maximum, burst, rate, counters, args) | after
+    summary = _summary(samples, maximum, burst, rate, counters, args)
+    return summary | {"soak_rounds": soak_rounds} | after
 
 
 async def _after_the_soak(
@@ -584,7 +602,12 @@ def _per_document(samples: Sequence[Sample]) -> float:
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--duration", type=float, default=180.0, help="soak seconds")
+    parser.add_argument(
+        "--duration",
+        type=float,
+        default=360.0,
+        help="soak seconds (the default takes in the first consolidation round and its drain)",
+    )
     parser.add_argument("--load", type=float, default=0.8, help="share of the calibrated max")
     parser.add_argument(
         "--calibrate", type=int, default=5_000, help="events in the burst reported (0: none)"

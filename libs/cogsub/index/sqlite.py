@@ -128,6 +128,9 @@ WAL_CHECKPOINT_PAGES = 10_000
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 _FACT_CODES = {fact: code for code, fact in enumerate(FactType, start=1)}
 _SQLITE_CANTOPEN = 14
+#: Seconds between tries at a truncate a forget could not finish (a reader held the log).
+#: Each try that cannot truncate still checkpoints what it can, like a passive checkpoint.
+_TRUNCATE_RETRY_S = 1.0
 
 _SCHEMA = f"""
 CREATE TABLE IF NOT EXISTS index_state (
@@ -545,6 +548,10 @@ class SqliteMemoryIndex:
         self._read_conns: list[sqlite3.Connection] = []
         self._read_conns_lock = threading.Lock()
         self._writer_opened = False
+        # A forget whose log truncate found a reader: the log may still hold the
+        # forgotten text, so later calls try again (monotonic time of the next try;
+        # set on the worker thread, read by _read as a hint).
+        self._truncate_owed_at: float | None = None
         _one_blas_thread()
 
     @property
@@ -567,7 +574,10 @@ class SqliteMemoryIndex:
         with _sqlite_errors():
             if self._conn is None:
                 self._conn = self._open()
-            return fn(self._conn, *args)
+            result = fn(self._conn, *args)
+            if self._truncate_owed_at is not None and time.monotonic() >= self._truncate_owed_at:
+                self._retry_truncate(self._conn)
+            return result
 
     async def _read(self, fn: Callable[..., _T], *args: Any) -> _T:
         """Run a read-only ``fn`` on a reader connection (the worker's, in memory)."""
@@ -580,6 +590,9 @@ class SqliteMemoryIndex:
             # the journal mode does not wait for busy_timeout, so readers open after it.
             await self._run(_nothing)
             self._writer_opened = True
+        if self._truncate_owed_at is not None and time.monotonic() >= self._truncate_owed_at:
+            # Recall-only traffic retries it too, on the writer thread, not waited for.
+            self._executor.submit(self._call, _nothing, ())
         loop = asyncio.get_running_loop()
         return await loop.run_in_executor(self._reader, self._read_call, fn, args)
 
@@ -965,18 +978,48 @@ class SqliteMemoryIndex:
         return len(found)
 
     def _truncate_wal(self, conn: sqlite3.Connection) -> None:
-        """Fold the log into the file and empty it, so no old frame keeps deleted text."""
+        """Fold the log into the file and empty it, so no old frame keeps deleted text.
+
+        A reader (a worker process) in the log makes it wait up to the busy timeout
+        and give up; the truncate is then owed, and retried by later calls.
+        """
         if self._path == ":memory:":
             return
+        done = self._checkpoint_truncating(conn)
+        self._truncate_owed_at = None if done else time.monotonic() + _TRUNCATE_RETRY_S
+
+    def _retry_truncate(self, conn: sqlite3.Connection) -> None:
+        """Try an owed truncate without waiting: a busy log must not stall the write path.
+
+        Never raises: it runs after a call whose work is committed.
+        """
+        try:
+            conn.execute("PRAGMA busy_timeout = 0")
+            try:
+                done = self._checkpoint_truncating(conn, quiet=True)
+            finally:
+                conn.execute(f"PRAGMA busy_timeout = {self._busy_timeout_ms}")
+        except sqlite3.Error as exc:
+            _log.warning("index_wal_not_truncated", path=self._path, error=str(exc))
+            done = False
+        if done:
+            self._truncate_owed_at = None
+            _log.info("index_wal_truncated", path=self._path)
+        else:
+            self._truncate_owed_at = time.monotonic() + _TRUNCATE_RETRY_S
+
+    def _checkpoint_truncating(self, conn: sqlite3.Connection, *, quiet: bool = False) -> bool:
+        """``PRAGMA wal_checkpoint(TRUNCATE)``; whether the log is now empty."""
         try:
             (busy, _, _) = conn.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()
         except sqlite3.OperationalError as exc:
             # The delete is committed: failing the call now would make a retry count 0.
-            _log.warning("index_wal_not_truncated", path=self._path, error=str(exc))
-            return
-        if busy:
-            # Another connection (a worker process) was reading: a later checkpoint folds it.
-            _log.warning("index_wal_not_truncated", path=self._path)
+            if not quiet:
+                _log.warning("index_wal_not_truncated", path=self._path, error=str(exc))
+            return False
+        if busy and not quiet:
+            _log.warning("index_wal_not_truncated", path=self._path, retry_s=_TRUNCATE_RETRY_S)
+        return not busy
 
     async def count(self, bank_id: str | None = None) -> int:
         """Documents in ``bank_id``, or in all banks."""
@@ -1134,8 +1177,13 @@ class SqliteMemoryIndex:
 
     def _close(self) -> None:
         conn, self._conn, self._vectors = self._conn, None, None
-        if conn is not None:
-            conn.close()
+        if conn is None:
+            return
+        if self._truncate_owed_at is not None and not self._checkpoint_truncating(conn):
+            # Another process still reads the log: its next forget or checkpoint folds it.
+            _log.warning("index_wal_truncate_still_owed", path=self._path)
+        self._truncate_owed_at = None
+        conn.close()
 
     def _close_readers(self) -> None:
         # The reader threads have stopped: no connection is in use any more.

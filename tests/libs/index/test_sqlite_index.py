@@ -656,3 +656,60 @@ async def test_the_log_is_checkpointed_into_the_file_every_configured_pages(
 def test_a_checkpoint_of_no_pages_is_refused(data_dir: Path) -> None:
     with pytest.raises(ConfigurationError, match="checkpoint_pages must be at least 1"):
         SqliteMemoryIndex(data_dir / "index.sqlite3", checkpoint_pages=0)
+
+
+MARKER = "Qv8Zx3Kw7Tn"  # one token no stemmer shortens
+
+
+def files_holding_marker(path: Path) -> list[str]:
+    """The database's files (``-wal`` included) whose bytes hold the marker in either case."""
+    forms = (MARKER.encode(), MARKER.lower().encode())
+    return sorted(
+        file.name
+        for file in path.parent.glob(f"{path.name}*")
+        if any(form in file.read_bytes() for form in forms)
+    )
+
+
+async def forget_while_read(path: Path, bank: str, monkeypatch: pytest.MonkeyPatch) -> Any:
+    """An index whose forget of the marker's document found a reader in the log."""
+    monkeypatch.setattr(sqlite_module, "_TRUNCATE_RETRY_S", 0.0)
+    index = SqliteMemoryIndex(path, busy_timeout_s=0.2)
+    await index.ensure(dimension=DIMENSION)
+    await index.upsert([doc(bank, f"filler-{i}") for i in range(50)])
+    await index.upsert([doc(bank, "secret", summary=f"the vault code is {MARKER}")])
+    reader = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
+    reader.execute("BEGIN")
+    reader.execute("SELECT count(*) FROM documents").fetchone()  # a snapshot held open
+    assert await index.delete(bank, f"{bank}-secret")
+    assert "index.sqlite3-wal" in files_holding_marker(path)  # the reader kept the log
+    reader.execute("COMMIT")
+    reader.close()
+    return index
+
+
+async def test_a_truncate_a_reader_prevented_is_done_by_the_next_write(
+    path: Path, unique_name: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    index = await forget_while_read(path, unique_name, monkeypatch)
+    try:
+        await index.upsert([doc(unique_name, "later")])
+        assert files_holding_marker(path) == []  # while the index is still open
+    finally:
+        await index.close()
+
+
+async def test_a_truncate_a_reader_prevented_is_done_on_the_next_read(
+    path: Path, unique_name: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    index = await forget_while_read(path, unique_name, monkeypatch)
+    try:
+        filters = SearchFilters(unique_name)
+        await index.search_text("filler", filters, size=1)
+        for _ in range(50):  # the retry runs on the writer thread, not awaited by the read
+            if not files_holding_marker(path):
+                break
+            await asyncio.sleep(0.02)
+        assert files_holding_marker(path) == []
+    finally:
+        await index.close()
