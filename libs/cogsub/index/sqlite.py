@@ -552,6 +552,7 @@ class SqliteMemoryIndex:
         # forgotten text, so later calls try again (monotonic time of the next try;
         # set on the worker thread, read by _read as a hint).
         self._truncate_owed_at: float | None = None
+        self._truncate_queued = False  # a read has queued a retry the writer has not run yet
         _one_blas_thread()
 
     @property
@@ -575,9 +576,14 @@ class SqliteMemoryIndex:
             if self._conn is None:
                 self._conn = self._open()
             result = fn(self._conn, *args)
-            if self._truncate_owed_at is not None and time.monotonic() >= self._truncate_owed_at:
+            if self._truncate_due():
                 self._retry_truncate(self._conn)
             return result
+
+    def _truncate_due(self) -> bool:
+        # Read once: the worker thread may clear it between two reads.
+        owed_at = self._truncate_owed_at
+        return owed_at is not None and time.monotonic() >= owed_at
 
     async def _read(self, fn: Callable[..., _T], *args: Any) -> _T:
         """Run a read-only ``fn`` on a reader connection (the worker's, in memory)."""
@@ -590,11 +596,14 @@ class SqliteMemoryIndex:
             # the journal mode does not wait for busy_timeout, so readers open after it.
             await self._run(_nothing)
             self._writer_opened = True
-        if self._truncate_owed_at is not None and time.monotonic() >= self._truncate_owed_at:
-            # Recall-only traffic retries it too, on the writer thread, not waited for.
-            self._executor.submit(self._call, _nothing, ())
         loop = asyncio.get_running_loop()
-        return await loop.run_in_executor(self._reader, self._read_call, fn, args)
+        result = await loop.run_in_executor(self._reader, self._read_call, fn, args)
+        # After the read, which would otherwise be in the log the retry needs empty.
+        if self._truncate_due() and not self._truncate_queued and not self._closed:
+            # Recall-only traffic retries it too, on the writer thread, not waited for.
+            self._truncate_queued = True
+            self._executor.submit(self._call, _nothing, ())
+        return result
 
     def _read_call(self, fn: Callable[..., _T], args: tuple[Any, ...]) -> _T:
         with _sqlite_errors():
@@ -985,8 +994,7 @@ class SqliteMemoryIndex:
         """
         if self._path == ":memory:":
             return
-        done = self._checkpoint_truncating(conn)
-        self._truncate_owed_at = None if done else time.monotonic() + _TRUNCATE_RETRY_S
+        self._settle_truncate(done=self._checkpoint_truncating(conn))
 
     def _retry_truncate(self, conn: sqlite3.Connection) -> None:
         """Try an owed truncate without waiting: a busy log must not stall the write path.
@@ -1002,11 +1010,16 @@ class SqliteMemoryIndex:
         except sqlite3.Error as exc:
             _log.warning("index_wal_not_truncated", path=self._path, error=str(exc))
             done = False
-        if done:
+        self._settle_truncate(done=done)
+
+    def _settle_truncate(self, *, done: bool) -> None:
+        """Clear the debt (saying so, if there was one) or owe it for another try."""
+        self._truncate_queued = False
+        if not done:
+            self._truncate_owed_at = time.monotonic() + _TRUNCATE_RETRY_S
+        elif self._truncate_owed_at is not None:
             self._truncate_owed_at = None
             _log.info("index_wal_truncated", path=self._path)
-        else:
-            self._truncate_owed_at = time.monotonic() + _TRUNCATE_RETRY_S
 
     def _checkpoint_truncating(self, conn: sqlite3.Connection, *, quiet: bool = False) -> bool:
         """``PRAGMA wal_checkpoint(TRUNCATE)``; whether the log is now empty."""
@@ -1179,11 +1192,19 @@ class SqliteMemoryIndex:
         conn, self._conn, self._vectors = self._conn, None, None
         if conn is None:
             return
-        if self._truncate_owed_at is not None and not self._checkpoint_truncating(conn):
-            # Another process still reads the log: its next forget or checkpoint folds it.
-            _log.warning("index_wal_truncate_still_owed", path=self._path)
-        self._truncate_owed_at = None
-        conn.close()
+        try:
+            if self._truncate_owed_at is not None:
+                # Waits up to the busy timeout: the last chance this index has.
+                if self._checkpoint_truncating(conn, quiet=True):
+                    _log.info("index_wal_truncated", path=self._path)
+                else:
+                    # Another process still reads the log: a later forget or checkpoint folds it.
+                    _log.warning("index_wal_truncate_still_owed", path=self._path)
+        except sqlite3.Error as exc:
+            _log.warning("index_wal_truncate_still_owed", path=self._path, error=str(exc))
+        finally:
+            self._truncate_owed_at = None
+            conn.close()
 
     def _close_readers(self) -> None:
         # The reader threads have stopped: no connection is in use any more.

@@ -675,16 +675,22 @@ async def forget_while_read(path: Path, bank: str, monkeypatch: pytest.MonkeyPat
     """An index whose forget of the marker's document found a reader in the log."""
     monkeypatch.setattr(sqlite_module, "_TRUNCATE_RETRY_S", 0.0)
     index = SqliteMemoryIndex(path, busy_timeout_s=0.2)
-    await index.ensure(dimension=DIMENSION)
-    await index.upsert([doc(bank, f"filler-{i}") for i in range(50)])
-    await index.upsert([doc(bank, "secret", summary=f"the vault code is {MARKER}")])
     reader = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
-    reader.execute("BEGIN")
-    reader.execute("SELECT count(*) FROM documents").fetchone()  # a snapshot held open
-    assert await index.delete(bank, f"{bank}-secret")
-    assert "index.sqlite3-wal" in files_holding_marker(path)  # the reader kept the log
-    reader.execute("COMMIT")
-    reader.close()
+    try:
+        await index.ensure(dimension=DIMENSION)
+        await index.count()  # reads have started: a later read goes to a reader thread alone
+        await index.upsert([doc(bank, f"filler-{i}") for i in range(50)])
+        await index.upsert([doc(bank, "secret", summary=f"the vault code is {MARKER}")])
+        reader.execute("BEGIN")
+        reader.execute("SELECT count(*) FROM documents").fetchone()  # a snapshot held open
+        assert await index.delete(bank, f"{bank}-secret")
+        assert "index.sqlite3-wal" in files_holding_marker(path)  # the reader kept the log
+        reader.execute("COMMIT")
+    except BaseException:
+        await index.close()
+        raise
+    finally:
+        reader.close()
     return index
 
 
@@ -706,7 +712,7 @@ async def test_a_truncate_a_reader_prevented_is_done_on_the_next_read(
     try:
         filters = SearchFilters(unique_name)
         await index.search_text("filler", filters, size=1)
-        for _ in range(50):  # the retry runs on the writer thread, not awaited by the read
+        for _ in range(250):  # the retry runs on the writer thread, not awaited by the read
             if not files_holding_marker(path):
                 break
             await asyncio.sleep(0.02)
