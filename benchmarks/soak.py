@@ -6,22 +6,24 @@ data directory, stopped by its PID at the end (``--consolidator in-process`` run
 the soak's process instead, one event loop for everything, as `cogsub run` does).
 
 1. Calibrate: one burst of ``--calibrate`` events (reported beside the maximum, not used
-   for it), then the stack kept saturated for ``--calibrate-s`` seconds: a standing
-   backlog of ``--backlog`` events published and not yet extracted. The maximum is the
-   pace extraction finishes events at once warm (after ``--warm-s``). A burst ends
-   inside the page cache, before writeback and checkpoints catch up; the saturated pace
-   is what the stack keeps up, and the burst's ratio to it is printed.
+   for it), then the stack kept saturated: a standing backlog of ``--backlog`` events
+   published and not yet extracted. Its pace on the store as it was is measured over
+   ``--warm-s`` to ``--calibrate-s``; then it stays saturated until the store holds
+   ``--prefill`` times the events the soak will add, and the maximum is the pace over
+   the last ``--calibrate-s`` less ``--warm-s`` seconds. The pace falls as the store
+   grows, so a maximum measured on a near-empty store is not one the soak's store keeps.
 2. Soak: producers publish at ``--load`` (default 80 %) of that rate for
    ``--duration`` seconds while ``--clients`` recall concurrently.
 3. After: the producers stop; the time the backlog takes to drain, and the saturated
    pace again on the store the soak grew (the maximum at the end's size).
 
 Every ``--every`` seconds it samples throughput, consumer lag, resident memory (of
-both processes) and
-recall latency. The summary gives throughput against the calibrated maximum (the
-baseline measured in the same run), recall p50/p99, and the trends that must stay
-flat: lag (events per minute, least squares over the second half) and resident
-memory (MiB per minute over the same window).
+both processes, and of it the index's data and SQLite's bounded caches), recall
+latency and the host's idle and stolen CPU. The summary gives throughput against the
+calibrated maximum (the baseline measured in the same run), recall p50/p99 and the
+verdict (``verdict``): each lag's floor must not rise by more than ``--hold-s``
+seconds of production, and memory that is neither index data nor SQLite cache must not
+grow by more than ``--memory-mib``. It exits 0 when the load held, 1 when it did not.
 """
 
 from __future__ import annotations
@@ -32,7 +34,6 @@ import contextlib
 import json
 import os
 import random
-import resource
 import signal
 import socket
 import sys
@@ -73,8 +74,9 @@ class Sample:
     ingest_per_s: float
     lag: int
     extraction_lag: int
-    rss_mib: float
-    vectors_mib: float  # the embedded index's vector matrix, which grows with the data
+    rss_mib: float  # both processes' when a consolidator runs beside the soak's, of which
+    index_data_mib: float  # what the embedded indexes keep per document: grows with the data
+    sqlite_mib: float  # SQLite's heap: page caches, each bounded by its cache_size
     documents: int  # what the index holds: memory that grows with it is the data's
     recalls: int
     recall_p50_ms: float
@@ -82,8 +84,19 @@ class Sample:
     rounds: int  # consolidation rounds (of one bank each) finished so far
     round_s: float  # seconds spent in them so far, of which
     decay_s: float  # in their decay passes
-    # Of rss_mib, which is both processes' when a consolidator runs beside the soak's.
     consolidator_rss_mib: float = 0.0
+    # The host over the sample's interval: CPU nobody here used, and CPU the hypervisor
+    # gave to other machines (a soak on a host whose steal rises runs on a slower host).
+    idle_pct: float = 0.0
+    steal_pct: float = 0.0
+    # CPU each process used over the interval, in % of one core (user + system).
+    soak_cpu_pct: float = 0.0
+    consolidator_cpu_pct: float = 0.0
+
+    @property
+    def other_mib(self) -> float:
+        """Resident memory that is neither the index's data nor SQLite's bounded caches."""
+        return self.rss_mib - self.index_data_mib - self.sqlite_mib
 
 
 @dataclass
@@ -96,12 +109,27 @@ class Counters:
         self.indexed += len(outcome.indexed) + len(outcome.rejected)
 
 
-def rss_mib(pid: int | str = "self") -> float:
-    """Resident set size now (Linux /proc), in MiB."""
-    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        if line.startswith("VmRSS:"):
-            return int(line.split()[1]) / 1024
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+def cpu_times() -> list[int]:
+    """The host's CPU time so far by kind (/proc/stat: user nice system idle iowait irq
+    softirq steal ...), in clock ticks."""
+    return [int(v) for v in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]]
+
+
+def process_cpu_s(pid: int | str = "self") -> tuple[float, float]:
+    """User and system CPU seconds a process has used so far (/proc/PID/stat)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    tick = os.sysconf("SC_CLK_TCK")
+    return int(fields[11]) / tick, int(fields[12]) / tick  # utime, stime
+
+
+def cpu_shares(before: Sequence[int], after: Sequence[int]) -> tuple[float, float]:
+    """Idle and stolen percentages of the host's CPU time between two ``cpu_times``."""
+    spent = [b - a for a, b in zip(before, after, strict=False)][:8]
+    total = sum(spent)
+    if total <= 0:
+        return 0.0, 0.0
+    idle, steal = spent[3] + spent[4], spent[7] if len(spent) > 7 else 0
+    return round(100 * idle / total, 1), round(100 * steal / total, 1)
 
 
 def percentile(values: Sequence[float], q: float) -> float:
@@ -155,6 +183,17 @@ async def calibrate(
     return len(bodies) / (time.perf_counter() - started)
 
 
+@dataclass
+class Saturation:
+    """What the stack finished while kept saturated."""
+
+    pace: float  # events/s over the last measured window: the maximum
+    first_pace: float  # over the first window (--warm-s to --calibrate-s): the store as it was
+    events: int  # extracted while saturated (what grew the store)
+    seconds: float
+    steal_pct: float  # of the host's CPU, while saturated
+
+
 async def saturate(
     running: RunningApi,
     consolidator: Consolidator,
@@ -162,46 +201,108 @@ async def saturate(
     args: argparse.Namespace,
     *,
     prefix: str,
-) -> float:
+    prefill: Callable[[float], float] | None = None,
+) -> Saturation:
     """Events/s the whole pipeline finishes while a standing backlog keeps it busy.
 
-    For ``args.calibrate_s`` seconds, ``args.backlog`` events are kept in flight
-    (published, not yet extracted); the pace is the least-squares slope of extracted
-    events over the time after ``args.warm_s``. The backlog is drained before returning,
-    so what comes next starts from no lag.
+    ``args.backlog`` events are kept in flight (published, not yet extracted) for
+    ``args.calibrate_s`` seconds at least; the pace is the least-squares slope of
+    extracted events over the last ``calibrate_s - warm_s`` seconds. With ``prefill``
+    it goes on until the events extracted reach ``prefill(pace so far)``: the maximum
+    of a store that size, not of the near-empty one (the pace falls as the store
+    grows). It also goes on while a consolidation round finished in that window: the
+    maximum is the pace between rounds, and the soak's headroom is what rounds get.
+    The backlog is drained before returning, so what comes next starts from no lag.
     """
     group = running.stack.settings.consolidation.group
+    window = args.calibrate_s - args.warm_s
 
     async def extracted() -> int:
         stats = await running.stack.bus.topic_stats(EXPERIENCE_ENRICHED, group=group)
         return stats.end_offset - stats.lag  # what the worker has committed
 
     base, sent, points = await extracted(), 0, []
-    started = time.perf_counter()
-    while time.perf_counter() - started < args.calibrate_s:
+    target: float | None = None
+    started, cpu, said, rounds, read_at = time.perf_counter(), cpu_times(), 0.0, 0, -1.0
+    at_said = (0, consolidator.cpu_s())
+    while True:
         done = await extracted() - base
-        if (now := time.perf_counter() - started) >= args.warm_s:  # when the count was read
-            points.append((now, done))
+        if (now := time.perf_counter() - started) - read_at >= 1:  # a scrape a second
+            rounds, read_at = (await consolidator.round_totals())["rounds"], now
+        if now >= args.warm_s:  # when the count was read
+            points.append((now, done, rounds))
+        if now >= args.calibrate_s:
+            if target is None:
+                target = 0.0 if prefill is None else prefill(pace_per_s(_paced(points)))
+                if done < target:
+                    print(
+                        f"{prefix}: {pace_per_s(_paced(points)):.0f} events/s on the store as "
+                        f"it was; growing it to {target:,.0f} events before the pace counts",
+                        flush=True,
+                    )
+            if done >= target and rounds_in(points, window) == 0:
+                break
+            if now - said >= 30:  # a prefill or a round takes minutes: say how far it got
+                spent_at = (done, consolidator.cpu_s())
+                print(
+                    f"{prefix}: {done:,} of {target:,.0f} events, {now:.0f} s, "
+                    f"{rounds_in(points, window)} bank rounds in the last {window:.0f} s; "
+                    f"{_cpu_per_event(spent_at, at_said)}",
+                    flush=True,
+                )
+                said, at_said = now, spent_at
         if (short := args.backlog - (sent - done)) > 0:
             await _publish(running, counters, _bodies(short, start=sent, prefix=prefix))
             sent += short
         consolidator.raise_if_failed()
         await asyncio.sleep(0.25)
+    _, steal = cpu_shares(cpu, cpu_times())
     await _drained(running, consolidator)
-    half = len(points) // 2
-    first, last = pace_per_s(points[:half]), pace_per_s(points[half:])
+    measured = _paced([p for p in points if p[0] >= now - window])
+    half = len(measured) // 2
+    first, last = pace_per_s(measured[:half]), pace_per_s(measured[half:])
     print(
         f"{prefix}: saturated pace {first:.0f} events/s in the first half of the measured "
-        f"time, {last:.0f} in the second",
+        f"time, {last:.0f} in the second ({done:,} events extracted in {now:.0f} s, "
+        f"{steal:.0f} % of the host's CPU stolen)",
         flush=True,
     )
-    if (pace := pace_per_s(points)) <= 0:
+    if (pace := pace_per_s(measured)) <= 0:
         # A soak at 80 % of nothing would hold trivially: refuse to go on.
         raise RuntimeError(
-            f"nothing was extracted in the {args.calibrate_s - args.warm_s:.0f} s after "
-            f"--warm-s {args.warm_s}: no maximum to soak at (a longer --calibrate-s?)"
+            f"nothing was extracted in the {window:.0f} s after --warm-s {args.warm_s}: "
+            "no maximum to soak at (a longer --calibrate-s?)"
         )
-    return pace
+    early = pace_per_s(_paced([p for p in points if p[0] <= args.calibrate_s]))
+    return Saturation(pace, early, done, round(now, 1), steal)
+
+
+def _cpu_per_event(
+    now: tuple[int, dict[str, tuple[float, float]]],
+    before: tuple[int, dict[str, tuple[float, float]]],
+) -> str:
+    """CPU ms per event finished between two (events, ``Consolidator.cpu_s``) readings."""
+    events = max(1, now[0] - before[0])
+    parts = []
+    for name, (user, system) in now[1].items():
+        was_user, was_system = before[1][name]
+        parts.append(
+            f"{name} {1000 * (user - was_user) / events:.2f} user + "
+            f"{1000 * (system - was_system) / events:.2f} system ms an event"
+        )
+    return ", ".join(parts)
+
+
+def rounds_in(points: Sequence[tuple[float, int, int]], window: float) -> int:
+    """Rounds finished within the last ``window`` seconds of (seconds, events, rounds) points."""
+    if not points:
+        return 0
+    since = [rounds for t, _, rounds in points if t >= points[-1][0] - window]
+    return since[-1] - since[0]
+
+
+def _paced(points: Sequence[tuple[float, int, int]]) -> list[tuple[float, float]]:
+    return [(t, float(done)) for t, done, _ in points]
 
 
 def pace_per_s(points: Sequence[tuple[float, float]]) -> float:
@@ -279,7 +380,17 @@ async def soak(args: argparse.Namespace, root: Path) -> dict[str, Any]:
                 if args.calibrate
                 else None
             )
-            maximum = await saturate(running, consolidator, counters, args, prefix="calib")
+            calibration = await saturate(
+                running,
+                consolidator,
+                counters,
+                args,
+                prefix="calib",
+                # As many events as the soak will add, times --prefill: the store then
+                # grows by at most that much during the soak.
+                prefill=lambda pace: args.prefill * (args.rate or args.load * pace) * args.duration,
+            )
+            maximum = calibration.pace
             counters.latencies_ms.clear()
             rate = args.rate or args.load * maximum
             before = (
@@ -289,9 +400,10 @@ async def soak(args: argparse.Namespace, root: Path) -> dict[str, Any]:
                 f"{burst / maximum:.2f} times that)"
             )
             print(
-                f"calibrated maximum {maximum:.0f} events/s, saturated for "
-                f"{args.calibrate_s:.0f} s{before} with {args.clients} recall clients; "
-                f"soaking at {rate:.0f} events/s for {args.duration:.0f} s",
+                f"calibrated maximum {maximum:.0f} events/s on a store of "
+                f"{calibration.events:,} events ({calibration.first_pace:.0f} on the store "
+                f"as it was){before} with {args.clients} recall clients; soaking at "
+                f"{rate:.0f} events/s for {args.duration:.0f} s",
                 flush=True,
             )
             rounds_before = (await consolidator.round_totals())["rounds"]
@@ -317,8 +429,9 @@ async def soak(args: argparse.Namespace, root: Path) -> dict[str, Any]:
         for outcome in ended:
             if isinstance(outcome, BaseException):
                 raise outcome
-    summary = _summary(samples, maximum, burst, rate, counters, args)
-    return summary | {"soak_rounds": soak_rounds} | after
+    summary = _summary(samples, calibration, burst, rate, counters, args)
+    held = verdict(samples, rate, hold_s=args.hold_s, memory_mib=args.memory_mib)
+    return summary | {"soak_rounds": soak_rounds} | after | held
 
 
 async def _after_the_soak(
@@ -341,15 +454,16 @@ async def _after_the_soak(
     # A scheduled round may fall in it: the pace is then the store's with a round beside.
     rounds = (await consolidator.round_totals())["rounds"] - rounds_before
     print(
-        f"drained in {drain_s:.1f} s; saturated on the grown store: {end:.0f} events/s "
-        f"({rounds} bank rounds meanwhile)",
+        f"drained in {drain_s:.1f} s; saturated on the grown store: {end.pace:.0f} events/s "
+        f"({rounds} bank rounds meanwhile, {end.steal_pct:.0f} % of the host's CPU stolen)",
         flush=True,
     )
     return {
         "drain_s": round(drain_s, 1),
-        "end_calibrated_max_events_per_s": round(end, 1),
+        "end_calibrated_max_events_per_s": round(end.pace, 1),
         "end_calibration_rounds": rounds,
-        "ratio_target_to_end_max": round(rate / end, 3),
+        "end_calibration_steal_pct": end.steal_pct,
+        "ratio_target_to_end_max": round(rate / end.pace, 3),
     }
 
 
@@ -369,11 +483,12 @@ async def _sample(
 ) -> list[Sample]:
     group = running.stack.settings.ingestion.group
     samples: list[Sample] = []
-    started = time.perf_counter()
+    started, cpu, used = time.perf_counter(), cpu_times(), consolidator.cpu_s()
     last_t, last_indexed, last_recalls = 0.0, counters.indexed, 0
     print(
         f"{'t_s':>6} {'ingest/s':>9} {'lag':>7} {'extract lag':>11} {'rss_mib':>8} "
-        f"{'vectors':>8} {'recall p50':>11} {'p99':>8} {'rounds':>6} {'round_s':>8} {'decay_s':>8}"
+        f"{'data':>6} {'sqlite':>6} {'other':>6} {'recall p50':>11} {'p99':>8} {'rounds':>6} "
+        f"{'round_s':>8} {'decay_s':>8} {'idle%':>6} {'steal%':>6} {'cpu%':>5} {'cons%':>5}"
     )
     while (now := time.perf_counter() - started) < args.duration:
         await asyncio.sleep(min(args.every, args.duration - now))
@@ -384,6 +499,13 @@ async def _sample(
         behind = await running.stack.bus.topic_stats(
             EXPERIENCE_ENRICHED, group=running.stack.settings.consolidation.group
         )
+        own = memory_from(running.stack.metrics.registry.get_sample_value)
+        beside = await consolidator.readings()
+        consolidator_rss = beside["rss_mib"]
+        memory = {name: round(own[name] + beside.pop(name), 1) for name in MEMORY}
+        idle, steal = cpu_shares(cpu, cpu := cpu_times())
+        was, used = used, consolidator.cpu_s()
+        busy = {name: 100 * (sum(used[name]) - sum(was[name])) / (t - last_t) for name in used}
         sample = Sample(
             t_s=round(t, 1),
             produced=counters.produced,
@@ -391,21 +513,26 @@ async def _sample(
             ingest_per_s=round((counters.indexed - last_indexed) / (t - last_t), 1),
             lag=stats.lag,
             extraction_lag=behind.lag,
-            rss_mib=round(rss_mib() + (beside := consolidator.rss_mib()), 1),
-            consolidator_rss_mib=round(beside, 1),
-            vectors_mib=round(getattr(running.stack.index, "cached_vector_bytes", 0) / 2**20, 1),
+            **memory,
+            consolidator_rss_mib=round(consolidator_rss, 1),
             documents=await running.stack.index.count(),
             recalls=len(window),
             recall_p50_ms=round(percentile(window, 0.5), 2),
             recall_p99_ms=round(percentile(window, 0.99), 2),
-            **await consolidator.round_totals(),
+            idle_pct=idle,
+            steal_pct=steal,
+            soak_cpu_pct=round(busy["soak"], 1),
+            consolidator_cpu_pct=round(busy.get("consolidator", 0.0), 1),
+            **beside,
         )
         samples.append(sample)
         print(
             f"{sample.t_s:>6} {sample.ingest_per_s:>9} {sample.lag:>7} "
-            f"{sample.extraction_lag:>11} {sample.rss_mib:>8} {sample.vectors_mib:>8} "
-            f"{sample.recall_p50_ms:>11} {sample.recall_p99_ms:>8} {sample.rounds:>6} "
-            f"{sample.round_s:>8} {sample.decay_s:>8}",
+            f"{sample.extraction_lag:>11} {sample.rss_mib:>8} {sample.index_data_mib:>6} "
+            f"{sample.sqlite_mib:>6} {sample.other_mib:>6.1f} {sample.recall_p50_ms:>11} "
+            f"{sample.recall_p99_ms:>8} {sample.rounds:>6} {sample.round_s:>8} "
+            f"{sample.decay_s:>8} {sample.idle_pct:>6} {sample.steal_pct:>6} "
+            f"{sample.soak_cpu_pct:>5.0f} {sample.consolidator_cpu_pct:>5.0f}",
             flush=True,
         )
         last_t, last_indexed, last_recalls = t, counters.indexed, len(counters.latencies_ms)
@@ -424,14 +551,18 @@ class Consolidator:
         self._running, self._process, self._url = running, process, metrics_url
         self._scraped = False
 
+    def cpu_s(self) -> dict[str, tuple[float, float]]:
+        """User and system CPU seconds so far of the soak's process and, apart, of this one."""
+        spent = {"soak": process_cpu_s()}
+        if self._process is not None:
+            spent["consolidator"] = process_cpu_s(self._process.pid)
+        return spent
+
     def raise_if_failed(self) -> None:
         """Re-raise a failed worker of the soak's process; raise if the consolidator exited."""
         self._running.raise_if_worker_failed()
         if self._process is not None and self._process.returncode is not None:
             raise RuntimeError(f"cogsub consolidator exited with {self._process.returncode}")
-
-    def rss_mib(self) -> float:
-        return 0.0 if self._process is None else rss_mib(self._process.pid)
 
     async def ready(self, timeout_s: float = 60.0) -> None:
         """Wait until the consolidator serves its metrics: it has opened the stack."""
@@ -445,13 +576,24 @@ class Consolidator:
             await asyncio.sleep(0.2)
 
     async def round_totals(self) -> dict[str, Any]:
-        if self._process is None:
-            return _round_totals(self._running.stack.metrics)
+        readings = await self.readings()
+        return {name: readings[name] for name in ("rounds", "round_s", "decay_s")}
+
+    async def readings(self) -> dict[str, Any]:
+        """Its round totals and, in a process of its own, that process's memory (MiB)."""
+        if self._process is None:  # its memory is the soak process's own
+            return _round_totals(self._running.stack.metrics) | dict.fromkeys(MEMORY, 0.0)
         async with httpx.AsyncClient(timeout=5.0) as client:
             response = await client.get(self._url)
         response.raise_for_status()
         self._scraped = True
-        return _round_totals_from_text(response.text)
+        unlabelled = {
+            sample.name: sample.value
+            for family in text_string_to_metric_families(response.text)
+            for sample in family.samples
+            if not sample.labels
+        }
+        return _round_totals_from_text(response.text) | memory_from(unlabelled.get)
 
 
 @contextlib.asynccontextmanager
@@ -512,6 +654,20 @@ def _free_loopback_port() -> int:
         return int(probe.getsockname()[1])
 
 
+# Each process's memory from its metrics: all of it, what its index keeps per document,
+# and SQLite's heap (page caches bounded by their cache_size).
+MEMORY = {
+    "rss_mib": "process_resident_memory_bytes",
+    "index_data_mib": "cogsub_index_resident_data_bytes",
+    "sqlite_mib": "cogsub_sqlite_memory_bytes",
+}
+
+
+def memory_from(value: Callable[[str], float | None]) -> dict[str, float]:
+    """``MEMORY`` in MiB, each series read through ``value`` (absent: 0)."""
+    return {name: (value(series) or 0.0) / 2**20 for name, series in MEMORY.items()}
+
+
 def _round_totals_from_text(text: str) -> dict[str, Any]:
     """``_round_totals`` of a process's ``/metrics`` page."""
     values: dict[tuple[str, str], float] = {}
@@ -539,9 +695,63 @@ def _round_totals(metrics: Metrics) -> dict[str, Any]:
     }
 
 
+def quarters(values: Sequence[float]) -> tuple[Sequence[float], Sequence[float], Sequence[float]]:
+    """The first quarter, the second and the last of ``values`` (one each at least)."""
+    size = max(1, len(values) // 4)
+    return values[:size], values[size : 2 * size] or values[:size], values[-size:]
+
+
+def verdict(
+    samples: Sequence[Sample], rate: float, *, hold_s: float, memory_mib: float
+) -> dict[str, Any]:
+    """Whether the load held, by named checks, each with the figures it compared.
+
+    A lag held when its floor (the least lag) over the last quarter of the soak is at
+    most ``hold_s`` seconds of production above its floor over the first: a round may
+    raise it for a while, but it must come back down. Memory held when what is neither
+    the index's data (which grows with the documents) nor SQLite's bounded caches grew
+    by at most ``memory_mib`` from the second quarter to the last (means: page caches
+    fill in the first minutes; a queue or cache without a bound keeps growing).
+    """
+    checks: dict[str, dict[str, Any]] = {}
+    allowed = round(rate * hold_s)
+    for name in ("lag", "extraction_lag"):
+        first, _, last = quarters([getattr(s, name) for s in samples])
+        start, end = min(first, default=0), min(last, default=0)
+        checks[name] = {"floor_start": start, "floor_end": end, "allowed_growth": allowed}
+        checks[name]["held"] = end - start <= allowed
+    _, second, last = quarters([s.other_mib for s in samples])
+    grown = (sum(last) / len(last) - sum(second) / len(second)) if samples else 0.0
+    checks["other_memory"] = {
+        "grown_mib": round(grown, 1),
+        "allowed_mib": memory_mib,
+        "held": grown <= memory_mib,
+    }
+    return {"held": all(c["held"] for c in checks.values()), "checks": checks}
+
+
+def describe(result: dict[str, Any]) -> str:
+    """The verdict in one line per check."""
+    lines = [f"load {'HELD' if result['held'] else 'NOT HELD'}:"]
+    for name, check in result["checks"].items():
+        mark = "held" if check["held"] else "NOT held"
+        if "floor_start" in check:
+            lines.append(
+                f"  {name}: floor {check['floor_start']:,} in the first quarter, "
+                f"{check['floor_end']:,} in the last (at most +{check['allowed_growth']:,}): "
+                f"{mark}"
+            )
+        else:
+            lines.append(
+                f"  {name}: {check['grown_mib']:+.1f} MiB from the second quarter to the last "
+                f"(at most +{check['allowed_mib']}): {mark}"
+            )
+    return "\n".join(lines)
+
+
 def _summary(
     samples: list[Sample],
-    maximum: float,
+    calibration: Saturation,
     burst: float | None,
     rate: float,
     counters: Counters,
@@ -549,12 +759,18 @@ def _summary(
 ) -> dict[str, Any]:
     late = samples[len(samples) // 2 :]
     throughput = sum(s.ingest_per_s for s in samples) / max(1, len(samples))
+    maximum = calibration.pace
     return {
         "embedder": args.embedder,
         "consolidator": args.consolidator,
         "duration_s": args.duration,
         "calibrated_max_events_per_s": round(maximum, 1),
-        "calibration_saturated_s": args.calibrate_s,
+        # The same saturation's first --calibrate-s, on the store as it was before the
+        # prefill: how much faster the near-empty store runs.
+        "calibration_first_events_per_s": round(calibration.first_pace, 1),
+        "calibration_store_events": calibration.events,
+        "calibration_saturated_s": calibration.seconds,
+        "calibration_steal_pct": calibration.steal_pct,
         # The same stack's burst, just before: how far a burst overstates the pace.
         "calibration_burst_events_per_s": None if burst is None else round(burst, 1),
         "target_events_per_s": round(rate, 1),
@@ -571,16 +787,19 @@ def _summary(
         "rss_end_mib": samples[-1].rss_mib if samples else 0,
         "consolidator_rss_end_mib": samples[-1].consolidator_rss_mib if samples else 0,
         "rss_trend_mib_per_min": round(slope_per_min([(s.t_s, s.rss_mib) for s in late]), 2),
-        "vectors_end_mib": samples[-1].vectors_mib if samples else 0,
+        "index_data_end_mib": samples[-1].index_data_mib if samples else 0,
+        "sqlite_end_mib": samples[-1].sqlite_mib if samples else 0,
+        "other_start_mib": round(samples[0].other_mib, 1) if samples else 0,
+        "other_end_mib": round(samples[-1].other_mib, 1) if samples else 0,
         "documents_end": samples[-1].documents if samples else 0,
         # Growth per document added over the same window: flat per document means
         # what grows is the data the embedded index keeps in memory, not a backlog.
         "rss_bytes_per_document_added": _per_document(late),
-        # What is not the data itself: queues, batches and caches must keep this flat.
-        # (The vectors are the soak process's cache; the consolidator's is not counted.)
-        "rss_less_vectors_trend_mib_per_min": round(
-            slope_per_min([(s.t_s, s.rss_mib - s.vectors_mib) for s in late]), 2
-        ),
+        # What is neither the index's data nor SQLite's bounded caches (both processes):
+        # queues, batches and other caches must keep this flat.
+        "other_trend_mib_per_min": round(slope_per_min([(s.t_s, s.other_mib) for s in late]), 2),
+        "steal_pct_mean": round(sum(s.steal_pct for s in samples) / max(1, len(samples)), 1),
+        "idle_pct_mean": round(sum(s.idle_pct for s in samples) / max(1, len(samples)), 1),
         # Rounds compete with extraction for the worker: their share of the run is the
         # time extraction did not have.
         "rounds": samples[-1].rounds if samples else 0,
@@ -627,6 +846,25 @@ def main(argv: Sequence[str] | None = None) -> int:
         help="soak at this many events/s instead of --load × the calibrated max (which is "
         "still measured and reported): two trees compared at one rate",
     )
+    parser.add_argument(
+        "--prefill",
+        type=float,
+        default=1.0,
+        help="before the maximum counts, saturate until the store holds this many times the "
+        "events the soak will add (0: measure on the store as it is, a near-empty one)",
+    )
+    parser.add_argument(
+        "--hold-s",
+        type=float,
+        default=5.0,
+        help="a lag held if its floor grew by at most this many seconds of production",
+    )
+    parser.add_argument(
+        "--memory-mib",
+        type=float,
+        default=16.0,
+        help="memory held if what is neither index data nor SQLite cache grew at most this",
+    )
     parser.add_argument("--clients", type=int, default=2, help="concurrent recall clients")
     parser.add_argument("--think-s", type=float, default=0.1, help="pause between recalls")
     parser.add_argument("--every", type=float, default=10.0, help="seconds between samples")
@@ -643,6 +881,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.calibrate < 0:
         parser.error(f"--calibrate must be 0 or more events, not {args.calibrate}")
+    if args.prefill < 0:
+        parser.error(f"--prefill must be 0 or more, not {args.prefill}")
+    if args.hold_s < 0 or args.memory_mib < 0:
+        parser.error("--hold-s and --memory-mib must be 0 or more")
     if args.backlog < 1:
         parser.error(f"--backlog must be at least 1 event, not {args.backlog}")
     if not 0 <= args.warm_s < args.calibrate_s - 1:
@@ -661,11 +903,12 @@ def main(argv: Sequence[str] | None = None) -> int:
             print(json.dumps(summary))
         else:
             for name, value in summary.items():
-                if name != "samples":
+                if name not in ("samples", "checks"):
                     print(f"{name:>32}: {value}")
+        print(describe(summary), file=sys.stderr if args.json else sys.stdout, flush=True)
         # Hundreds of thousands of archive files: removing them takes a while.
         print("removing the soak's store…", file=sys.stderr, flush=True)
-    return 0
+    return 0 if summary["held"] else 1
 
 
 if __name__ == "__main__":

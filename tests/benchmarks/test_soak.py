@@ -8,10 +8,14 @@ from benchmarks.soak import (
     _per_document,
     _round_totals,
     _round_totals_from_text,
+    cpu_shares,
+    describe,
     main,
     pace_per_s,
     percentile,
+    rounds_in,
     slope_per_min,
+    verdict,
 )
 from prometheus_client import generate_latest
 
@@ -19,8 +23,34 @@ from cogsub.core.memory import ConsolidationReport
 from cogsub.telemetry.metrics import Metrics
 
 
-def _sample(t_s: float, rss_mib: float, documents: int) -> Sample:
-    return Sample(t_s, 0, 0, 0.0, 0, 0, rss_mib, 0.0, documents, 0, 0.0, 0.0, 0, 0.0, 0.0)
+def _sample(
+    t_s: float,
+    rss_mib: float,
+    documents: int,
+    *,
+    lag: int = 0,
+    extraction_lag: int = 0,
+    data_mib: float = 0.0,
+    sqlite_mib: float = 0.0,
+) -> Sample:
+    return Sample(
+        t_s, 0, 0, 0.0, lag, extraction_lag, rss_mib, data_mib, sqlite_mib, documents,
+        0, 0.0, 0.0, 0, 0.0, 0.0,
+    )  # fmt: skip
+
+
+def _soak(extraction_lags: list[int], *, other_mib: list[float] | None = None) -> list[Sample]:
+    """Samples every 10 s with these extraction lags and other memory; the index data
+    grows all along and SQLite's cache fills up to 100 MiB."""
+    other = other_mib or [200.0] * len(extraction_lags)
+    samples = []
+    for i, (lag, mib) in enumerate(zip(extraction_lags, other, strict=True)):
+        data, cache = 2.0 * i, min(100.0, 20.0 * i)
+        samples.append(
+            _sample(10.0 * i, data + cache + mib, 1_000 * i, extraction_lag=lag,
+                    data_mib=data, sqlite_mib=cache)
+        )  # fmt: skip
+    return samples
 
 
 def test_slope_is_per_minute_and_flat_is_zero() -> None:
@@ -79,3 +109,60 @@ def test_the_saturated_pace_is_the_slope_of_events_finished() -> None:
     steps = [(t / 4, 256 * int(t * 100 / 256)) for t in range(8, 240)]
     assert pace_per_s(steps) == pytest.approx(400, rel=0.01)
     assert pace_per_s([(1.0, 500)]) == 0.0  # one point: no pace
+
+
+def test_the_host_share_idle_and_stolen_comes_from_proc_stat_deltas() -> None:
+    # user nice system idle iowait irq softirq steal guest guest_nice
+    before = [100, 0, 50, 1_000, 10, 0, 0, 5, 0, 0]
+    after = [160, 0, 70, 1_100, 10, 0, 0, 25, 0, 0]  # 200 ticks: 100 idle, 20 stolen
+    assert cpu_shares(before, after) == (50.0, 10.0)
+    assert cpu_shares(before, before) == (0.0, 0.0)
+
+
+def test_other_memory_is_what_is_neither_index_data_nor_sqlite() -> None:
+    sample = _sample(0, 500.0, 0, data_mib=120.0, sqlite_mib=80.0)
+    assert sample.other_mib == 300.0
+
+
+def test_a_lag_that_comes_back_down_after_a_round_held() -> None:
+    lags = [300, 250, 400, 280, 320, 9_000, 14_000, 6_000, 900, 310, 270, 330]
+    result = verdict(_soak(lags), 400.0, hold_s=5.0, memory_mib=16.0)
+    assert result["held"], result
+    assert result["checks"]["extraction_lag"] == {
+        "floor_start": 250, "floor_end": 270, "allowed_growth": 2_000, "held": True
+    }  # fmt: skip
+    assert "load HELD" in describe(result)
+
+
+def test_a_lag_whose_floor_keeps_rising_did_not_hold() -> None:
+    # 400 events/s soaked, 390 extracted: 100 more behind every 10 s sample.
+    lags = [300 + 100 * i for i in range(36)]
+    result = verdict(_soak(lags), 400.0, hold_s=5.0, memory_mib=16.0)
+    assert not result["held"]
+    check = result["checks"]["extraction_lag"]
+    assert (check["floor_start"], check["floor_end"], check["held"]) == (300, 3_000, False)
+    assert result["checks"]["lag"]["held"]  # ingestion's stayed at 0
+    assert "extraction_lag: floor 300 in the first quarter, 3,000 in the last" in describe(result)
+    assert "load NOT HELD" in describe(result)
+    # The same run at a rate whose 5 s allow that much is judged held.
+    assert verdict(_soak(lags), 600.0, hold_s=5.0, memory_mib=16.0)["held"]
+
+
+def test_memory_that_is_not_data_or_cache_must_not_keep_growing() -> None:
+    lags = [300] * 12
+    filling = [100.0, 150.0, 190.0, 200.0, 201.0, 200.0, 202.0, 201.0, 203.0, 202.0, 201.0, 203.0]
+    assert verdict(_soak(lags, other_mib=filling), 400.0, hold_s=5.0, memory_mib=16.0)["held"]
+    leaking = [200.0 + 5 * i for i in range(12)]  # 5 MiB more every sample
+    result = verdict(_soak(lags, other_mib=leaking), 400.0, hold_s=5.0, memory_mib=16.0)
+    assert not result["held"]
+    assert result["checks"]["other_memory"] == {
+        "grown_mib": 30.0, "allowed_mib": 16.0, "held": False
+    }  # fmt: skip
+
+
+def test_rounds_in_counts_only_those_finished_within_the_window() -> None:
+    # (seconds, events extracted, rounds finished so far)
+    points = [(t, 100 * t, 0 if t < 20 else 3) for t in range(0, 90, 5)]
+    assert rounds_in(points, 60) == 0  # the three ended at 20 s, before the last 60 s
+    assert rounds_in(points, 70) == 3
+    assert rounds_in([], 60) == 0

@@ -54,6 +54,7 @@ import functools
 import json
 import os
 import sqlite3
+import sys
 import threading
 import time
 from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
@@ -378,8 +379,16 @@ class _Vectors:
         self.tag_sets = np.zeros(0, dtype=np.int32)
         self._tags = _TagSets()
         self.slot_of: dict[str, int] = {}
+        # What the map's ids and slot numbers hold besides the dict's own table, kept as
+        # they come and go: summing them at every report would walk a million strings.
+        self._id_bytes = 0
         self.bank_codes: dict[str, int] = {}
         self.free: list[int] = []
+
+    @property
+    def id_map_bytes(self) -> int:
+        """The id → slot map: its table, its id strings and its slot numbers."""
+        return sys.getsizeof(self.slot_of) + self._id_bytes
 
     @property
     def nbytes(self) -> int:
@@ -427,6 +436,7 @@ class _Vectors:
                     self.reserve(self.used + 1)
                     slot, self.used = self.used, self.used + 1
                 self.slot_of[event_id] = slot
+                self._id_bytes += sys.getsizeof(event_id) + sys.getsizeof(slot)
             slots[index] = slot
             self.doc_ids[slot] = doc_id
             self.banks[slot] = self.bank_codes.setdefault(bank_id, len(self.bank_codes))
@@ -445,6 +455,7 @@ class _Vectors:
         slot = self.slot_of.pop(event_id, None)
         if slot is None:
             return
+        self._id_bytes -= sys.getsizeof(event_id) + sys.getsizeof(slot)
         self._tags.release(int(self.tag_sets[slot]))
         self.tag_sets[slot] = 0
         self.banks[slot] = -1
@@ -564,6 +575,16 @@ class SqliteMemoryIndex:
         """
         vectors = self._vectors
         return 0 if vectors is None else vectors.nbytes
+
+    @property
+    def resident_data_bytes(self) -> int:
+        """What the index keeps in memory per document: the vector cache and its id map.
+
+        Memory that grows with the data rather than with a backlog: a report subtracts
+        it from the process's resident size to see whether anything else grows.
+        """
+        vectors = self._vectors
+        return 0 if vectors is None else vectors.nbytes + vectors.id_map_bytes
 
     async def _run(self, fn: Callable[..., _T], *args: Any) -> _T:
         if self._closed:

@@ -16,13 +16,16 @@ The recorders take our own objects structurally (``BatchLike``, the core
 from __future__ import annotations
 
 import contextlib
+import ctypes
+import ctypes.util
+import functools
 import time
 from collections import OrderedDict
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
-from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, ProcessCollector
 from prometheus_client.core import Metric
 from prometheus_client.exposition import CONTENT_TYPE_PLAIN_0_0_4, generate_latest
 from prometheus_client.registry import Collector
@@ -55,6 +58,34 @@ _SUFFIXES = {
     "gauge": ("",),
 }
 UNMATCHED_ROUTE = "unmatched"
+
+
+_SQLITE_STATUS_MEMORY_USED = 0
+
+
+@functools.cache
+def _sqlite_status() -> Callable[..., int] | None:
+    """``sqlite3_status64`` of the SQLite library this process loaded, if it has one."""
+    name = ctypes.util.find_library("sqlite3")
+    try:
+        return ctypes.CDLL(name).sqlite3_status64 if name else None
+    except (OSError, AttributeError):
+        return None
+
+
+def sqlite_memory_bytes() -> int:
+    """Heap SQLite holds in this process now: its page caches, statements and schemas.
+
+    Every connection's page cache is bounded by its ``cache_size``; this tells how much
+    of those bounds is filled, so a report can tell cache from anything else that grows.
+    """
+    status = _sqlite_status()
+    if status is None:
+        return 0
+    current, highest = ctypes.c_int64(), ctypes.c_int64()
+    if status(_SQLITE_STATUS_MEMORY_USED, ctypes.byref(current), ctypes.byref(highest), 0):
+        return 0
+    return current.value
 
 
 class RejectedLike(Protocol):
@@ -204,6 +235,22 @@ class Metrics:
             buckets=LATENCY_BUCKETS,
             registry=r,
         )
+        self.index_resident_data = Gauge(
+            "cogsub_index_resident_data_bytes",
+            "What the index keeps in this process's memory per document it holds (the "
+            "embedded index's vector cache and id map; 0 for a remote index)",
+            registry=r,
+        )
+        self.sqlite_memory = Gauge(
+            "cogsub_sqlite_memory_bytes",
+            "Heap SQLite holds in this process (page caches bounded by cache_size, statements)",
+            registry=r,
+        )
+        self.sqlite_memory.set_function(sqlite_memory_bytes)
+        # process_resident_memory_bytes and the rest (Linux /proc): memory over time is
+        # read beside the index's data, which grows with the documents, and SQLite's
+        # bounded caches; what is neither must stay flat.
+        ProcessCollector(registry=r)
         for kind in DEAD_LETTER_KINDS:
             self.events_dead_lettered.labels(kind)
         for outcome in ROUND_OUTCOMES:
@@ -216,6 +263,10 @@ class Metrics:
             self.consolidation_updates.labels(kind)
         for fact_type in (*FactType, NO_FACT_TYPE):
             self.retains.labels(str(fact_type))
+
+    def measure_index_data(self, read: Callable[[], int]) -> None:
+        """Read ``cogsub_index_resident_data_bytes`` from ``read`` at every scrape."""
+        self.index_resident_data.set_function(read)
 
     def series_names(self) -> frozenset[str]:
         """Every sample name a query may use (``cogsub_events_consumed_total``, ``..._bucket``)."""

@@ -228,7 +228,7 @@ def _replace_sqlite(target: Path, live: Path) -> None:
 def open_stack(settings: Settings, *, embedder: Embedder | None = None) -> Stack:
     """Adapters for ``settings``; the caller runs ``prepare`` and closes the stack."""
     archive, bootstrap = build_archive(settings)
-    return Stack(
+    stack = Stack(
         settings=settings,
         bus=build_bus(settings),
         archive=archive,
@@ -236,6 +236,13 @@ def open_stack(settings: Settings, *, embedder: Embedder | None = None) -> Stack
         embedder=embedder or build_embedder(settings.embedder),
         bootstrap=[bootstrap] if bootstrap else [],
     )
+    if settings.backend == "embedded":  # a remote index keeps its data elsewhere
+        from cogsub.index.sqlite import SqliteMemoryIndex
+
+        index = stack.index
+        if isinstance(index, SqliteMemoryIndex):
+            stack.metrics.measure_index_data(lambda: index.resident_data_bytes)
+    return stack
 
 
 # A bank nobody writes to: counting it is the cheapest question the index can answer.

@@ -6,6 +6,7 @@ import asyncio
 import os
 import random
 import sqlite3
+import sys
 from collections.abc import AsyncIterator
 from datetime import timedelta
 from pathlib import Path
@@ -631,6 +632,24 @@ async def test_the_vector_cache_reports_its_bytes_as_it_grows(
     await index.upsert([doc(unique_name, f"more-{i}") for i in range(3000)])
     await index.search_vector(axis(DIMENSION), filters, size=1)
     assert index.cached_vector_bytes >= 3001 * DIMENSION * 4 > small
+
+
+async def test_the_resident_data_counts_the_id_map_and_gives_it_back_on_delete(
+    index: SqliteMemoryIndex, unique_name: str
+) -> None:
+    assert index.resident_data_bytes == 0
+    documents = [doc(unique_name, f"m-{i}") for i in range(2000)]
+    await index.upsert(documents)
+    filters = SearchFilters(bank_id=unique_name)
+    await index.search_vector(axis(DIMENSION), filters, size=1)
+    ids = sum(sys.getsizeof(d.event_id) for d in documents)
+    full = index.resident_data_bytes
+    # The matrix and filter arrays, and more than the id strings alone besides them.
+    assert full > index.cached_vector_bytes + ids
+    assert await index.delete_many(unique_name, [d.event_id for d in documents[:1000]]) == 1000
+    await index.search_vector(axis(DIMENSION), filters, size=1)
+    # The arrays keep their capacity; the map gives back what its ids held.
+    assert index.resident_data_bytes <= full - ids // 2
 
 
 async def test_the_log_is_checkpointed_into_the_file_every_configured_pages(

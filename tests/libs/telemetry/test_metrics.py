@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import json
 import socket
+import sqlite3
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -30,7 +31,12 @@ from cogsub.index.sqlite import SqliteMemoryIndex
 from cogsub.ingestion import BatchOutcome, IngestionWorker
 from cogsub.telemetry.lag import LagSampler, LagTarget
 from cogsub.telemetry.metered import MeteredExtractor
-from cogsub.telemetry.metrics import EXPOSITION_CONTENT_TYPE, Metrics, StageClock
+from cogsub.telemetry.metrics import (
+    EXPOSITION_CONTENT_TYPE,
+    Metrics,
+    StageClock,
+    sqlite_memory_bytes,
+)
 from cogsub.telemetry.metrics_server import serve_metrics
 
 
@@ -430,3 +436,17 @@ def test_a_port_in_use_is_a_configuration_error() -> None:
             serve_metrics(Metrics(), host="127.0.0.1", port=taken.getsockname()[1])
     finally:
         taken.close()
+
+
+def test_sqlite_memory_follows_what_connections_hold_and_is_exposed() -> None:
+    before = sqlite_memory_bytes()
+    conn = sqlite3.connect(":memory:")
+    conn.execute("CREATE TABLE t (x TEXT)")
+    conn.executemany("INSERT INTO t VALUES (?)", [("x" * 100,) for _ in range(20_000)])
+    holding = sqlite_memory_bytes()
+    assert holding > before + 20_000 * 100  # the in-memory database is SQLite's heap
+    exposed = {name: value for (name, _), value in samples(Metrics()).items()}
+    assert exposed["cogsub_sqlite_memory_bytes"] > 20_000 * 100
+    assert exposed["process_resident_memory_bytes"] > exposed["cogsub_sqlite_memory_bytes"]
+    conn.close()
+    assert sqlite_memory_bytes() < holding - 20_000 * 100
