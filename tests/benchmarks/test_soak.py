@@ -1,6 +1,8 @@
-"""The soak's summary arithmetic: trends per minute and memory per document added."""
+"""The soak's arithmetic and verdict, and a short soak run end to end."""
 
 from __future__ import annotations
+
+import json
 
 import pytest
 from benchmarks.soak import (
@@ -166,3 +168,25 @@ def test_rounds_in_counts_only_those_finished_within_the_window() -> None:
     assert rounds_in(points, 60) == 0  # the three ended at 20 s, before the last 60 s
     assert rounds_in(points, 70) == 3
     assert rounds_in([], 60) == 0
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(300)
+def test_a_short_soak_prefills_measures_and_judges_itself(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    argv = ["--duration", "6", "--every", "2", "--calibrate", "0", "--calibrate-s", "6"]
+    argv += ["--warm-s", "2", "--backlog", "300", "--prefill", "0.5", "--json"]
+    code = main(argv)
+    out, err = capsys.readouterr()
+    summary = json.loads(out.strip().splitlines()[-1])
+    assert code == (0 if summary["held"] else 1)
+    assert set(summary["checks"]) == {"lag", "extraction_lag", "other_memory"}
+    assert ("load HELD" if summary["held"] else "load NOT HELD") in err
+    # The store was grown to half the events the soak adds before the maximum counted.
+    target = 0.5 * 0.8 * summary["calibration_first_events_per_s"] * 6
+    assert summary["calibration_store_events"] >= target > 0
+    last = summary["samples"][-1]
+    assert last["consolidator_rss_mib"] > 0 and last["rss_mib"] > last["consolidator_rss_mib"]
+    assert last["index_data_mib"] > 0 and last["sqlite_mib"] > 0
+    assert last["consolidator_cpu_pct"] > 0
