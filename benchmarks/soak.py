@@ -87,6 +87,7 @@ class Sample:
     round_s: float  # seconds spent in them so far, of which
     decay_s: float  # in their decay passes
     consolidator_rss_mib: float = 0.0
+    consolidator_other_mib: float = 0.0  # of other_mib, the consolidator's (where it grows)
     # The host over the sample's interval: CPU nobody here used, and CPU the hypervisor
     # gave to other machines (a soak on a host whose steal rises runs on a slower host).
     idle_pct: float = 0.0
@@ -504,6 +505,7 @@ async def _sample(
         own = memory_from(running.stack.metrics.registry.get_sample_value)
         beside = await consolidator.readings()
         consolidator_rss = beside["rss_mib"]
+        consolidator_other = beside["rss_mib"] - beside["index_data_mib"] - beside["sqlite_mib"]
         memory = {name: round(own[name] + beside.pop(name), 1) for name in MEMORY}
         idle, steal = cpu_shares(cpu, cpu := cpu_times())
         was, used = used, consolidator.cpu_s()
@@ -517,6 +519,7 @@ async def _sample(
             extraction_lag=behind.lag,
             **memory,
             consolidator_rss_mib=round(consolidator_rss, 1),
+            consolidator_other_mib=round(consolidator_other, 1),
             documents=await running.stack.index.count(),
             recalls=len(window),
             recall_p50_ms=round(percentile(window, 0.5), 2),
@@ -793,6 +796,8 @@ def _summary(
         "sqlite_end_mib": samples[-1].sqlite_mib if samples else 0,
         "other_start_mib": round(samples[0].other_mib, 1) if samples else 0,
         "other_end_mib": round(samples[-1].other_mib, 1) if samples else 0,
+        "consolidator_other_start_mib": samples[0].consolidator_other_mib if samples else 0,
+        "consolidator_other_end_mib": samples[-1].consolidator_other_mib if samples else 0,
         "documents_end": samples[-1].documents if samples else 0,
         # Growth per document added over the same window: flat per document means
         # what grows is the data the embedded index keeps in memory, not a backlog.

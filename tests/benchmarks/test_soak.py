@@ -190,3 +190,4 @@ def test_a_short_soak_prefills_measures_and_judges_itself(
     assert last["consolidator_rss_mib"] > 0 and last["rss_mib"] > last["consolidator_rss_mib"]
     assert last["index_data_mib"] > 0 and last["sqlite_mib"] > 0
     assert last["consolidator_cpu_pct"] > 0
+    assert 0 < last["consolidator_other_mib"] < last["consolidator_rss_mib"]
