@@ -48,6 +48,7 @@ from typing import Any
 
 import httpx
 from prometheus_client.parser import text_string_to_metric_families
+from prometheus_client.samples import Sample as PromSample
 
 from benchmarks.ingest import make_events
 from cogsub.core import EXPERIENCE_ENRICHED, EXPERIENCE_RAW
@@ -592,13 +593,9 @@ class Consolidator:
             response = await client.get(self._url)
         response.raise_for_status()
         self._scraped = True
-        unlabelled = {
-            sample.name: sample.value
-            for family in text_string_to_metric_families(response.text)
-            for sample in family.samples
-            if not sample.labels
-        }
-        return _round_totals_from_text(response.text) | memory_from(unlabelled.get)
+        page = _samples_of(response.text)  # parsed once for both readings
+        unlabelled = {sample.name: sample.value for sample in page if not sample.labels}
+        return _round_totals_in(page) | memory_from(unlabelled.get)
 
 
 @contextlib.asynccontextmanager
@@ -673,14 +670,22 @@ def memory_from(value: Callable[[str], float | None]) -> dict[str, float]:
     return {name: (value(series) or 0.0) / 2**20 for name, series in MEMORY.items()}
 
 
+def _samples_of(text: str) -> list[PromSample]:
+    """Every sample of a process's ``/metrics`` page."""
+    return [sample for family in text_string_to_metric_families(text) for sample in family.samples]
+
+
 def _round_totals_from_text(text: str) -> dict[str, Any]:
     """``_round_totals`` of a process's ``/metrics`` page."""
+    return _round_totals_in(_samples_of(text))
+
+
+def _round_totals_in(page: Sequence[PromSample]) -> dict[str, Any]:
     values: dict[tuple[str, str], float] = {}
-    for family in text_string_to_metric_families(text):
-        for sample in family.samples:
-            if sample.name.startswith("cogsub_consolidation_round_seconds_"):
-                suffix = sample.name.rsplit("_", 1)[1]
-                values[(suffix, sample.labels.get("part", ""))] = sample.value
+    for sample in page:
+        if sample.name.startswith("cogsub_consolidation_round_seconds_"):
+            suffix = sample.name.rsplit("_", 1)[1]
+            values[(suffix, sample.labels.get("part", ""))] = sample.value
     return {
         "rounds": int(values.get(("count", "round"), 0)),
         "round_s": round(values.get(("sum", "round"), 0.0), 1),

@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
-import ctypes.util
 import functools
 import time
 from collections import OrderedDict
@@ -65,11 +64,16 @@ _SQLITE_STATUS_MEMORY_USED = 0
 
 @functools.cache
 def _sqlite_status() -> Callable[..., int] | None:
-    """``sqlite3_status64`` of the SQLite library this process loaded, if it has one."""
-    name = ctypes.util.find_library("sqlite3")
+    """``sqlite3_status64`` of the SQLite that Python's ``sqlite3`` runs on, if reachable.
+
+    Looked up through the ``_sqlite3`` extension itself, so it is the library (linked in
+    or shared) whose connections the process holds, not another copy on the system.
+    """
     try:
-        return ctypes.CDLL(name).sqlite3_status64 if name else None
-    except (OSError, AttributeError):
+        import _sqlite3
+
+        return ctypes.CDLL(_sqlite3.__file__).sqlite3_status64
+    except (ImportError, OSError, AttributeError):
         return None
 
 
