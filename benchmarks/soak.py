@@ -54,6 +54,7 @@ from benchmarks.ingest import make_events
 from cogsub.core import EXPERIENCE_ENRICHED, EXPERIENCE_RAW
 from cogsub.core.memory import RecallRequest
 from cogsub.ingestion import BatchOutcome
+from cogsub.runtime.allocator import fix_mmap_threshold
 from cogsub.runtime.wiring import RunningApi, embedded_settings, running_api
 from cogsub.telemetry.logging import configure_logging
 from cogsub.telemetry.metrics import Metrics
@@ -905,6 +906,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             f"to measure, not {args.warm_s}"
         )
     configure_logging(format="console", level="warning")
+    fix_mmap_threshold()  # as every `cogsub` process does: the soak's process hosts the stack
     with tempfile.TemporaryDirectory(prefix="cogsub-soak-") as root:
         try:
             summary = asyncio.run(soak(args, Path(root)))

@@ -358,6 +358,16 @@ class _TagSets:
         return holding
 
 
+def _block_bytes(size: int) -> int:
+    """What an object of ``size`` bytes takes: pymalloc serves 512 bytes or fewer
+    in blocks of 16-byte steps (a 32-character id's 81 bytes take 96)."""
+    return size if size > 512 else -(-size // 16) * 16
+
+
+def _entry_bytes(event_id: str, slot: int) -> int:
+    return _block_bytes(sys.getsizeof(event_id)) + _block_bytes(sys.getsizeof(slot))
+
+
 class _Vectors:
     """Unit document vectors as matrix columns (slots), with parallel filter arrays.
 
@@ -377,6 +387,11 @@ class _Vectors:
         # A slot's tags as the number of its tag set: documents share a few sets (a
         # set of slots per tag and a tuple per slot took ~250 bytes a document).
         self.tag_sets = np.zeros(0, dtype=np.int32)
+        # Every search's filter mask and scores, written in place: fresh ones as long as
+        # the index would be new mappings for every search (see cogsub.runtime.allocator),
+        # and faulting in their pages cost more than scoring 8-dimensional vectors.
+        self._mask_scratch = np.zeros(0, dtype=np.bool_)
+        self._score_scratch = np.zeros(0, dtype=np.float32)
         self._tags = _TagSets()
         self.slot_of: dict[str, int] = {}
         # What the map's ids and slot numbers hold besides the dict's own table, kept as
@@ -400,6 +415,8 @@ class _Vectors:
             self.importance,
             self.doc_ids,
             self.tag_sets,
+            self._mask_scratch,
+            self._score_scratch,
         )
         return sum(array.nbytes for array in arrays)
 
@@ -418,6 +435,8 @@ class _Vectors:
         self.importance = np.concatenate([self.importance, np.zeros(extra, dtype=np.float64)])
         self.doc_ids = np.concatenate([self.doc_ids, np.zeros(extra, dtype=np.int64)])
         self.tag_sets = np.concatenate([self.tag_sets, np.zeros(extra, dtype=np.int32)])
+        self._mask_scratch = np.empty(capacity + extra, dtype=np.bool_)
+        self._score_scratch = np.empty(capacity + extra, dtype=np.float32)
 
     def put(self, rows: Sequence[tuple[Any, ...]]) -> None:
         """Insert or replace rows of ``_ROW_COLUMNS``; the last row of an event wins."""
@@ -436,7 +455,7 @@ class _Vectors:
                     self.reserve(self.used + 1)
                     slot, self.used = self.used, self.used + 1
                 self.slot_of[event_id] = slot
-                self._id_bytes += sys.getsizeof(event_id) + sys.getsizeof(slot)
+                self._id_bytes += _entry_bytes(event_id, slot)
             slots[index] = slot
             self.doc_ids[slot] = doc_id
             self.banks[slot] = self.bank_codes.setdefault(bank_id, len(self.bank_codes))
@@ -455,7 +474,7 @@ class _Vectors:
         slot = self.slot_of.pop(event_id, None)
         if slot is None:
             return
-        self._id_bytes -= sys.getsizeof(event_id) + sys.getsizeof(slot)
+        self._id_bytes -= _entry_bytes(event_id, slot)
         self._tags.release(int(self.tag_sets[slot]))
         self.tag_sets[slot] = 0
         self.banks[slot] = -1
@@ -476,7 +495,7 @@ class _Vectors:
         if code is None:
             return None
         n = self.used
-        mask: npt.NDArray[np.bool_] = self.banks[:n] == code
+        mask = np.equal(self.banks[:n], code, out=self._mask_scratch[:n])
         if filters.fact_types is not None:
             allowed = np.zeros(len(_FACT_CODES) + 1, dtype=np.bool_)
             allowed[[_FACT_CODES[FactType(fact)] for fact in filters.fact_types]] = True
@@ -504,7 +523,10 @@ class _Vectors:
         # Scoring every column and then selecting beats gathering the candidate
         # columns (a strided gather costs more than the product it saves). Select
         # among candidates only: argpartition crawls over many equal -inf values.
-        scores = (query @ self.columns[:, : self.used])[candidates]
+        scored = np.matmul(
+            query, self.columns[:, : self.used], out=self._score_scratch[: self.used]
+        )
+        scores = scored[candidates]
         k = min(size, candidates.size)
         top = np.argpartition(scores, scores.size - k)[scores.size - k :]
         top = top[np.argsort(-scores[top], kind="stable")]

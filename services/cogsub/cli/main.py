@@ -23,6 +23,7 @@ from cogsub.cli.memory import add_parsers as add_memory_parsers
 from cogsub.cli.memory import run_recall, run_retain
 from cogsub.core import CogsubError
 from cogsub.runtime import Settings
+from cogsub.runtime.allocator import fix_mmap_threshold
 from cogsub.telemetry import configure_logging, configure_tracing
 
 PLUGIN_MODULES = (
@@ -110,6 +111,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"cogsub: invalid settings: {exc}", file=sys.stderr)
         return 2
     configure_logging(format=settings.log_format, level=settings.log_level)
+    fix_mmap_threshold()
     provider = configure_tracing(f"cogsub-{args.command}")
     try:
         plugin: Handler | None = getattr(args, "plugin_run", None)

@@ -738,3 +738,10 @@ async def test_a_truncate_a_reader_prevented_is_done_on_the_next_read(
         assert files_holding_marker(path) == []
     finally:
         await index.close()
+
+
+@pytest.mark.parametrize(
+    ("size", "taken"), [(1, 16), (16, 16), (28, 32), (81, 96), (512, 512), (513, 513)]
+)
+def test_an_id_map_entry_is_counted_as_the_blocks_pymalloc_serves(size: int, taken: int) -> None:
+    assert sqlite_module._block_bytes(size) == taken

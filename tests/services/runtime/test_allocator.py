@@ -1,0 +1,75 @@
+"""The fixed mmap threshold, in fresh interpreters: the setting is for the whole process."""
+
+from __future__ import annotations
+
+import json
+import os
+import platform
+import subprocess
+import sys
+
+import pytest
+
+pytestmark = pytest.mark.skipif(
+    platform.system() != "Linux" or platform.libc_ver()[0] != "glibc",
+    reason="mallopt and mallinfo2 are glibc's",
+)
+
+# Free an 8 MiB block (glibc then raises its threshold above 8 MiB unless it is fixed),
+# then allocate 2 MiB: is it a mapping of its own (counted in hblkhd) or heap?
+PROBE = """
+import ctypes, json, sys
+sys.path.insert(0, {services!r})
+from cogsub.runtime.allocator import fix_mmap_threshold
+
+class Mallinfo2(ctypes.Structure):
+    _fields_ = [(name, ctypes.c_size_t) for name in (
+        "arena", "ordblks", "smblks", "hblks", "hblkhd", "usmblks",
+        "fsmblks", "uordblks", "fordblks", "keepcost")]
+
+libc = ctypes.CDLL(None)
+libc.mallinfo2.restype = Mallinfo2
+libc.malloc.restype = ctypes.c_void_p
+libc.free.argtypes = [ctypes.c_void_p]
+fixed = fix_mmap_threshold() if {fix!r} else None
+libc.free(libc.malloc(8 << 20))
+before = libc.mallinfo2().hblkhd
+block = libc.malloc({size})
+mapped = libc.mallinfo2().hblkhd - before
+libc.free(block)
+print(json.dumps({{"fixed": fixed, "mapped": mapped}}))
+"""
+
+
+def _probe(
+    *, fix: bool, env: dict[str, str] | None = None, size: int = 2 << 20
+) -> dict[str, int | bool | None]:
+    services = os.path.join(os.path.dirname(__file__), "..", "..", "..", "services")
+    code = PROBE.format(services=os.path.abspath(services), fix=fix, size=size)
+    environment = {k: v for k, v in os.environ.items() if k != "MALLOC_MMAP_THRESHOLD_"}
+    environment.update(env or {})
+    out = subprocess.run(
+        [sys.executable, "-c", code], env=environment, capture_output=True, text=True, check=True
+    )
+    result: dict[str, int | bool | None] = json.loads(out.stdout)
+    return result
+
+
+def test_glibc_alone_serves_a_large_block_from_the_heap_after_a_larger_one_was_freed() -> None:
+    assert _probe(fix=False)["mapped"] == 0
+
+
+def test_a_fixed_threshold_keeps_large_blocks_mapped_so_that_freeing_gives_them_back() -> None:
+    result = _probe(fix=True)
+    assert result["fixed"] is True
+    assert isinstance(result["mapped"], int) and result["mapped"] >= 2 << 20
+
+
+def test_the_operators_own_glibc_setting_stands() -> None:
+    result = _probe(fix=True, env={"MALLOC_MMAP_THRESHOLD_": str(16 << 20)})
+    assert result["fixed"] is False
+    assert result["mapped"] == 0  # their 16 MiB threshold: a 2 MiB block is heap
+
+
+def test_blocks_below_the_fixed_threshold_stay_on_the_heap_to_be_reused() -> None:
+    assert _probe(fix=True, size=512 << 10) == {"fixed": True, "mapped": 0}
