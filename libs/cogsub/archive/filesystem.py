@@ -134,25 +134,45 @@ class _GroupSync:
         self._started: dict[Path, int] = {}
         self._finished: dict[Path, int] = {}
         self._running: set[Path] = set()
+        # Callers inside sync() per directory: the last one out forgets the directory's
+        # counts, or a directory per fact (each one's evidence) would be kept forever.
+        self._callers: dict[Path, int] = {}
 
     def sync(self, directory: Path) -> None:
         """Return once an fsync of ``directory`` that started after this call finished."""
         with self._cond:
-            needed = self._started.get(directory, 0) + 1
-            while self._finished.get(directory, 0) < needed:
-                if directory in self._running:
-                    self._cond.wait()
-                    continue
-                self._running.add(directory)
-                number = self._started[directory] = self._started.get(directory, 0) + 1
-                self._cond.release()
-                try:
-                    self._sync_fn(directory)
-                finally:
-                    self._cond.acquire()
-                    self._running.discard(directory)
-                    self._cond.notify_all()
-                self._finished[directory] = number
+            self._callers[directory] = self._callers.get(directory, 0) + 1
+            try:
+                self._sync_locked(directory)
+            finally:
+                left = self._callers.pop(directory) - 1
+                if left:
+                    self._callers[directory] = left
+                else:  # nobody waits on these counts; a later caller starts from zero
+                    self._started.pop(directory, None)
+                    self._finished.pop(directory, None)
+
+    def _sync_locked(self, directory: Path) -> None:
+        needed = self._started.get(directory, 0) + 1
+        while self._finished.get(directory, 0) < needed:
+            if directory in self._running:
+                self._cond.wait()
+                continue
+            self._running.add(directory)
+            number = self._started[directory] = self._started.get(directory, 0) + 1
+            self._cond.release()
+            try:
+                self._sync_fn(directory)
+            finally:
+                self._cond.acquire()
+                self._running.discard(directory)
+                self._cond.notify_all()
+            self._finished[directory] = number
+
+    @property
+    def directories_tracked(self) -> int:
+        with self._cond:
+            return len(self._started) + len(self._finished) + len(self._callers)
 
 
 def _make_dirs(directory: Path, durability: _Durability) -> None:

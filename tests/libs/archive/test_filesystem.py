@@ -191,6 +191,26 @@ def test_concurrent_syncs_share_one_call(tmp_path: Path) -> None:
         assert any(asked <= begun and ended <= returned for begun, ended in spans)
 
 
+def test_group_sync_forgets_a_directory_once_nobody_waits_on_it(tmp_path: Path) -> None:
+    """Without syncfs every new directory is synced: their counts must not pile up."""
+    from cogsub.archive import filesystem
+
+    synced: list[Path] = []
+    syncer = filesystem._GroupSync(synced.append)
+    directories = [tmp_path / f"fact-{i}" for i in range(200)]
+    threads = [
+        threading.Thread(target=syncer.sync, args=(directory,)) for directory in directories * 2
+    ]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=10)
+    assert set(synced) == set(directories)
+    assert syncer.directories_tracked == 0
+    syncer.sync(directories[0])  # a later caller still gets a sync of its own
+    assert synced.count(directories[0]) >= 2
+
+
 @pytest.mark.parametrize("group_sync", [True, False])
 async def test_both_durability_modes_keep_the_contract(tmp_path: Path, group_sync: bool) -> None:
     from cogsub.archive import FilesystemArchive
