@@ -204,6 +204,11 @@ class Settings(BaseSettings):
     ranking: RankingSettings = Field(default_factory=RankingSettings)
     api: ApiSettings = Field(default_factory=ApiSettings)
     metrics: MetricsSettings = Field(default_factory=MetricsSettings)
+    heap_trim_s: float = Field(
+        default=30.0,
+        ge=0,
+        description="seconds between giving the C heap's free pages back to the system (0: never)",
+    )
 
     @property
     def bus_path(self) -> Path:

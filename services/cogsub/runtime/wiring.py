@@ -20,6 +20,7 @@ from cogsub.core.errors import ConfigurationError
 from cogsub.core.topics import CONSOLIDATION_REQUEST, EXPERIENCE_ENRICHED, EXPERIENCE_RAW
 from cogsub.embeddings.ports import Embedder
 from cogsub.index.ports import MemoryIndex
+from cogsub.runtime.allocator import keep_heap_trimmed
 from cogsub.runtime.settings import (
     ApiSettings,
     ConsolidationSettings,
@@ -430,7 +431,8 @@ def consolidation_lag(settings: Settings) -> list[LagTarget]:
 async def observed(
     stack: Stack, lag: Sequence[LagTarget], *, endpoint: bool
 ) -> AsyncIterator[None]:
-    """Sample ``lag`` into the stack's metrics and, with ``endpoint``, serve ``/metrics``.
+    """Sample ``lag`` into the stack's metrics and, with ``endpoint``, serve ``/metrics``;
+    give the C heap's free pages back every ``heap_trim_s`` (see ``cogsub.runtime.allocator``).
 
     The endpoint is for processes without an API (``COGSUB_METRICS__PORT``, 0: off).
     Use it inside the stack's lifetime: the sampler is stopped before the bus closes.
@@ -448,13 +450,16 @@ async def observed(
         bus=stack.bus, metrics=stack.metrics, targets=lag, interval_s=tuning.lag_interval_s
     )
     sampling = asyncio.create_task(sampler.run(stop)) if lag else None
+    every_s = stack.settings.heap_trim_s
+    trimming = asyncio.create_task(keep_heap_trimmed(stop, every_s)) if every_s else None
     try:
         yield
     finally:
         stop.set()
         try:
-            if sampling is not None:
-                await sampling
+            for task in (sampling, trimming):
+                if task is not None:
+                    await task
         finally:
             if server is not None:
                 await server.aclose()
