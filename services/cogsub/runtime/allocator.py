@@ -14,24 +14,39 @@ would make every search fault their pages in again (a third more time per search
 of a 1M-document index of 8-dimensional vectors).
 
 Below the threshold, blocks freed inside the heap stay resident until glibc can
-shrink the heap from its top, which a long-lived block above them prevents. With a
-heap per busy thread (executor threads, SQLite readers) the free part grew from 8 to
-42 MiB over a soak while what was in use stayed 34-48: every process therefore gives
-the pages of its free blocks back every ``heap_trim_s`` (``keep_heap_trimmed``).
+shrink the heap from its top, which a long-lived block above them prevents. With 32
+threads (executor threads, SQLite readers) spread over several heaps, the free part
+grew from 8 to 42 MiB over a soak while what was in use stayed 34-48: every process
+therefore gives the pages of its free blocks back every ``heap_trim_s``
+(``keep_heap_trimmed``).
 """
 
 from __future__ import annotations
 
 import asyncio
 import ctypes
+import functools
 import os
 from collections.abc import Callable
+from typing import Any, cast
 
 # mallopt's parameter number for the threshold, from glibc's <malloc.h>.
 _M_MMAP_THRESHOLD = -3
 MMAP_THRESHOLD_BYTES = 1024 * 1024
 # glibc reads this at start-up; an operator who sets it has chosen, and that stands.
 GLIBC_KNOB = "MALLOC_MMAP_THRESHOLD_"
+
+
+@functools.cache
+def _glibc(name: str, *argtypes: type[ctypes._SimpleCData[Any]]) -> Callable[..., int] | None:
+    """glibc's ``name`` taking ``argtypes`` and returning an int; None on another C library."""
+    try:
+        function = getattr(ctypes.CDLL(None), name)
+    except (OSError, AttributeError, TypeError):  # not glibc (musl, macOS, Windows)
+        return None
+    function.argtypes = list(argtypes)
+    function.restype = ctypes.c_int
+    return cast(Callable[..., int], function)
 
 
 def fix_mmap_threshold(threshold_bytes: int = MMAP_THRESHOLD_BYTES) -> bool:
@@ -42,13 +57,8 @@ def fix_mmap_threshold(threshold_bytes: int = MMAP_THRESHOLD_BYTES) -> bool:
     """
     if GLIBC_KNOB in os.environ:
         return False
-    try:
-        mallopt = ctypes.CDLL(None).mallopt
-    except (OSError, AttributeError, TypeError):  # not glibc (macOS, Windows)
-        return False
-    mallopt.argtypes = [ctypes.c_int, ctypes.c_int]
-    mallopt.restype = ctypes.c_int
-    return bool(mallopt(_M_MMAP_THRESHOLD, threshold_bytes))
+    mallopt = _glibc("mallopt", ctypes.c_int, ctypes.c_int)
+    return mallopt is not None and bool(mallopt(_M_MMAP_THRESHOLD, threshold_bytes))
 
 
 def release_free_heap() -> bool:
@@ -56,13 +66,8 @@ def release_free_heap() -> bool:
 
     Returns False where there is no glibc ``malloc_trim``, or nothing was given back.
     """
-    try:
-        malloc_trim = ctypes.CDLL(None).malloc_trim
-    except (OSError, AttributeError, TypeError):  # not glibc (macOS, Windows)
-        return False
-    malloc_trim.argtypes = [ctypes.c_size_t]
-    malloc_trim.restype = ctypes.c_int
-    return bool(malloc_trim(0))
+    malloc_trim = _glibc("malloc_trim", ctypes.c_size_t)
+    return malloc_trim is not None and bool(malloc_trim(0))
 
 
 async def keep_heap_trimmed(
