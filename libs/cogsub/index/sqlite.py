@@ -113,6 +113,9 @@ _TEXT_TABLES = 64
 #: Matching rows (bm25() costs ~1 us each) above which a query is answered in stages.
 _STAGE_BUDGET = 5_000
 _LOAD_CHUNK = 4096
+#: Slots a vector search scores at a time: its scratch and selections stay this size
+#: (under the allocator's mmap threshold) whatever the index holds.
+_SEARCH_BLOCK = 1 << 16
 #: Reader threads (each with its own connection) beside the one writer thread.
 _READERS = 2
 #: Page caches: the readers hold the hot FTS pages the searches walk (~100k docs'
@@ -387,10 +390,10 @@ class _Vectors:
         # A slot's tags as the number of its tag set: documents share a few sets (a
         # set of slots per tag and a tuple per slot took ~250 bytes a document).
         self.tag_sets = np.zeros(0, dtype=np.int32)
-        # Every search's filter mask and scores, written in place: fresh ones as long as
-        # the index would be new mappings for every search (see cogsub.runtime.allocator),
-        # and faulting in their pages cost more than scoring 8-dimensional vectors.
+        # A search block's filter mask, one filter's test and scores, written in place
+        # (as long as the slots up to a block: a small index keeps small ones).
         self._mask_scratch = np.zeros(0, dtype=np.bool_)
+        self._test_scratch = np.zeros(0, dtype=np.bool_)
         self._score_scratch = np.zeros(0, dtype=np.float32)
         self._tags = _TagSets()
         self.slot_of: dict[str, int] = {}
@@ -416,6 +419,7 @@ class _Vectors:
             self.doc_ids,
             self.tag_sets,
             self._mask_scratch,
+            self._test_scratch,
             self._score_scratch,
         )
         return sum(array.nbytes for array in arrays)
@@ -435,8 +439,11 @@ class _Vectors:
         self.importance = np.concatenate([self.importance, np.zeros(extra, dtype=np.float64)])
         self.doc_ids = np.concatenate([self.doc_ids, np.zeros(extra, dtype=np.int64)])
         self.tag_sets = np.concatenate([self.tag_sets, np.zeros(extra, dtype=np.int32)])
-        self._mask_scratch = np.empty(capacity + extra, dtype=np.bool_)
-        self._score_scratch = np.empty(capacity + extra, dtype=np.float32)
+        width = min(capacity + extra, _SEARCH_BLOCK)
+        if self._mask_scratch.size < width:
+            self._mask_scratch = np.empty(width, dtype=np.bool_)
+            self._test_scratch = np.empty(width, dtype=np.bool_)
+            self._score_scratch = np.empty(width, dtype=np.float32)
 
     def put(self, rows: Sequence[tuple[Any, ...]]) -> None:
         """Insert or replace rows of ``_ROW_COLUMNS``; the last row of an event wins."""
@@ -490,47 +497,117 @@ class _Vectors:
         if slot is not None:
             self.importance[slot] = value
 
-    def _mask(self, filters: SearchFilters) -> npt.NDArray[np.bool_] | None:
-        code = self.bank_codes.get(filters.bank_id)
-        if code is None:
-            return None
-        n = self.used
-        mask = np.equal(self.banks[:n], code, out=self._mask_scratch[:n])
-        if filters.fact_types is not None:
-            allowed = np.zeros(len(_FACT_CODES) + 1, dtype=np.bool_)
-            allowed[[_FACT_CODES[FactType(fact)] for fact in filters.fact_types]] = True
-            mask &= allowed[self.facts[:n]]
-        if filters.since is not None:
-            mask &= self.times[:n] >= _epoch_us(filters.since)
-        if filters.until is not None:
-            mask &= self.times[:n] < _epoch_us(filters.until)
-        if filters.min_importance is not None:
-            mask &= self.importance[:n] >= filters.min_importance
-        if filters.tags_any is not None:
-            mask &= self._tags.holding_any(filters.tags_any)[self.tag_sets[:n]]
-        return mask
-
     def search(
         self, query: npt.NDArray[np.float32], filters: SearchFilters, size: int
     ) -> list[tuple[int, float]]:
-        """``(doc_id, cosine)`` of the best ``size`` documents passing ``filters``."""
-        mask = self._mask(filters)
-        if mask is None:
+        """``(doc_id, cosine)`` of the best ``size`` documents passing ``filters``.
+
+        Best first; equal scores in slot order.
+        """
+        code = self.bank_codes.get(filters.bank_id)
+        if code is None or size < 1:
             return []
+        wanted = _SlotFilter.of(filters, self._tags)
+        best_slots = np.zeros(0, dtype=np.int64)
+        best_scores = np.zeros(0, dtype=np.float32)
+        # A block of slots at a time, keeping the best so far: what a search allocates
+        # stays the same however many documents the index holds (whole-index masks,
+        # candidate lists and selections were ~20 bytes a document, every search).
+        for start in range(0, self.used, _SEARCH_BLOCK):
+            stop = min(start + _SEARCH_BLOCK, self.used)
+            # Once ``size`` are kept, a later slot must beat the worst of them: a tie
+            # goes to the earlier slot, which every kept one is.
+            floor = float(best_scores[-1]) if best_scores.size == size else None
+            found = self._best_in_block(query, code, wanted, (start, stop), size, floor)
+            if found is not None:
+                best_slots = np.concatenate([best_slots, found[0]])
+                best_scores = np.concatenate([best_scores, found[1]])
+                order = np.lexsort((best_slots, -best_scores))[:size]
+                best_slots, best_scores = best_slots[order], best_scores[order]
+        return [
+            (int(self.doc_ids[slot]), float(score))
+            for slot, score in zip(best_slots, best_scores, strict=True)
+        ]
+
+    def _best_in_block(
+        self,
+        query: npt.NDArray[np.float32],
+        code: int,
+        wanted: _SlotFilter,
+        block: tuple[int, int],
+        size: int,
+        floor: float | None,
+    ) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.float32]] | None:
+        """The block's slots that pass and score above ``floor``: its best ``size`` of them."""
+        start, stop = block
+        width = stop - start
+        test = self._test_scratch[:width]
+        mask = np.equal(self.banks[start:stop], code, out=self._mask_scratch[:width])
+        wanted.narrow(mask, self, block, test)
+        # Scoring every column of the block and then selecting beats gathering the
+        # candidate columns (a strided gather costs more than the product it saves).
+        scored = np.matmul(query, self.columns[:, start:stop], out=self._score_scratch[:width])
+        if floor is not None:
+            mask &= np.greater(scored, floor, out=test)
         candidates = np.flatnonzero(mask)
         if candidates.size == 0:
-            return []
-        # Scoring every column and then selecting beats gathering the candidate
-        # columns (a strided gather costs more than the product it saves). Select
-        # among candidates only: argpartition crawls over many equal -inf values.
-        scored = np.matmul(
-            query, self.columns[:, : self.used], out=self._score_scratch[: self.used]
-        )
+            return None
         scores = scored[candidates]
-        k = min(size, candidates.size)
-        top = np.argpartition(scores, scores.size - k)[scores.size - k :]
-        top = top[np.argsort(-scores[top], kind="stable")]
-        return [(int(self.doc_ids[candidates[i]]), float(scores[i])) for i in top]
+        if candidates.size > size:
+            # Select among candidates only (a partition crawls over many equal -inf):
+            # all above the cut, then the earliest slots scoring just the cut.
+            cut = np.partition(scores, candidates.size - size)[candidates.size - size]
+            above = np.flatnonzero(scores > cut)
+            at = np.flatnonzero(scores == cut)[: size - above.size]
+            keep = np.concatenate([above, at])
+            candidates, scores = candidates[keep], scores[keep]
+        return candidates + start, scores
+
+
+@dataclass(frozen=True)
+class _SlotFilter:
+    """A search's filters beyond the bank, as tests on the slots' parallel arrays."""
+
+    facts: npt.NDArray[np.bool_] | None  # by fact code: allowed
+    since_us: int | None
+    until_us: int | None
+    min_importance: float | None
+    tag_sets: npt.NDArray[np.bool_] | None  # by tag set number: holds a wanted tag
+
+    @classmethod
+    def of(cls, filters: SearchFilters, tags: _TagSets) -> _SlotFilter:
+        facts = None
+        if filters.fact_types is not None:
+            facts = np.zeros(len(_FACT_CODES) + 1, dtype=np.bool_)
+            facts[[_FACT_CODES[FactType(fact)] for fact in filters.fact_types]] = True
+        return cls(
+            facts=facts,
+            since_us=None if filters.since is None else _epoch_us(filters.since),
+            until_us=None if filters.until is None else _epoch_us(filters.until),
+            min_importance=filters.min_importance,
+            tag_sets=None if filters.tags_any is None else tags.holding_any(filters.tags_any),
+        )
+
+    def narrow(
+        self,
+        mask: npt.NDArray[np.bool_],
+        vectors: _Vectors,
+        block: tuple[int, int],
+        test: npt.NDArray[np.bool_],
+    ) -> None:
+        """Clear in ``mask`` the slots of ``block`` (start, stop) that fail; ``test`` is scratch."""
+        start, stop = block
+        if self.facts is not None:
+            mask &= np.take(self.facts, vectors.facts[start:stop], out=test, mode="clip")
+        if self.since_us is not None:
+            mask &= np.greater_equal(vectors.times[start:stop], self.since_us, out=test)
+        if self.until_us is not None:
+            mask &= np.less(vectors.times[start:stop], self.until_us, out=test)
+        if self.min_importance is not None:
+            importance = vectors.importance[start:stop]
+            mask &= np.greater_equal(importance, self.min_importance, out=test)
+        if self.tag_sets is not None:
+            mask &= np.take(self.tag_sets, vectors.tag_sets[start:stop], out=test, mode="clip")
 
 
 class SqliteMemoryIndex:

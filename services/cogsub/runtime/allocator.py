@@ -8,10 +8,10 @@ a hole its longer successor does not fit, and resident memory keeps every size t
 index grew through (the soak saw a 38 MiB step as the arrays passed a million
 slots). A fixed threshold keeps such blocks mapped, and freeing them gives them back.
 
-It is fixed at 1 MiB, not glibc's 128 KiB: a search's temporaries for a bank of up to
-~100k documents stay below it and are reused from the heap, where fresh mappings
-would make every search fault their pages in again (a third more time per search
-of a 1M-document index of 8-dimensional vectors).
+It is fixed at 1 MiB, not glibc's 128 KiB: a vector search's temporaries (a block of
+65,536 slots at a time, whatever the index holds) stay below it and are reused from
+the heap, where fresh mappings would make every search fault their pages in again (a
+third more time per search of a 1M-document index of 8-dimensional vectors).
 
 Below the threshold, blocks freed inside the heap stay resident until glibc can
 shrink the heap from its top, which a long-lived block above them prevents. With 32
