@@ -61,12 +61,6 @@ class WholeIndexSearch:
         return [(int(vectors.doc_ids[candidates[i]]), float(scores[i])) for i in top]
 
 
-def block_search(
-    vectors: _Vectors, query: npt.NDArray[np.float32], filters: SearchFilters, size: int
-) -> list[tuple[int, float]]:
-    return vectors.search(query, filters, size)
-
-
 def filled(count: int, dimension: int) -> _Vectors:
     rng, vectors_rng = random.Random(1), np.random.default_rng(1)
     vectors = _Vectors(dimension, 0)
@@ -109,7 +103,7 @@ def measure(count: int, searches: int, size: int, dimension: int) -> dict[str, A
     queries = [q / np.linalg.norm(q) for q in rng.standard_normal((searches, dimension))]
     queries = [q.astype(np.float32) for q in queries]
     baseline = timed(WholeIndexSearch(vectors), vectors, queries, size)
-    blocks = timed(block_search, vectors, queries, size)
+    blocks = timed(_Vectors.search, vectors, queries, size)
     return {
         "documents": count,
         "dimension": dimension,

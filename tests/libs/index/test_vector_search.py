@@ -65,6 +65,10 @@ filters = st.builds(
 queries = st.lists(st.integers(-3, 3), min_size=DIMENSION, max_size=DIMENSION)
 
 
+#: A document's fields besides its name, bank and axis, where a test does not vary them.
+PLAIN: dict[str, Any] = {"fact": None, "hour": 0, "importance": 0.5, "tags": []}
+
+
 def row(doc_id: int, document: dict[str, Any]) -> tuple[Any, ...]:
     ts_us = EPOCH_US + document["hour"] * 3_600_000_000
     return (
@@ -122,28 +126,13 @@ def test_search_answers_what_scoring_every_live_document_answers(
 
 def test_a_bank_never_seen_finds_nothing() -> None:
     vectors = _Vectors(DIMENSION, 0)
-    vectors.put(
-        [
-            row(
-                1,
-                {
-                    "name": 1,
-                    "bank": "a",
-                    "fact": None,
-                    "hour": 0,
-                    "importance": 0.5,
-                    "tags": [],
-                    "axis": 0,
-                },
-            )
-        ]
-    )
+    vectors.put([row(1, {**PLAIN, "name": 1, "bank": "a", "axis": 0})])
     assert vectors.search(np.ones(DIMENSION, np.float32), SearchFilters(bank_id="z"), 5) == []
 
 
 def test_what_a_search_allocates_does_not_grow_with_the_documents() -> None:
     """Whole-index masks and selections took ~20 bytes a document on every search."""
-    template = {"name": 0, "fact": None, "hour": 0, "importance": 0.5, "tags": ["red"]}
+    template = {**PLAIN, "tags": ["red"]}
     query = np.arange(1, DIMENSION + 1, dtype=np.float32)
     wanted = SearchFilters(bank_id="a", tags_any={"red"}, min_importance=0.5)
     peaks = {}
