@@ -9,11 +9,13 @@ the soak's process instead, one event loop for everything, as `cogsub run` does)
    for it), then the stack kept saturated: a standing backlog of ``--backlog`` events
    published and not yet extracted. Its pace on the store as it was is measured over
    ``--warm-s`` to ``--calibrate-s``; then it stays saturated until the store holds
-   ``--prefill`` times the events the soak will add and no consolidation round has
-   finished for ``--calibrate-s`` less ``--warm-s`` seconds; the maximum is the pace
-   over those seconds. The pace falls as the store grows, so a maximum measured on a
+   ``--prefill`` times the events the soak will add, every bank has been through
+   ``--rounds-first`` consolidation rounds, and no round has finished for
+   ``--calibrate-s`` less ``--warm-s`` seconds; the maximum is the pace over those
+   seconds. The pace falls as the store grows, so a maximum measured on a
    near-empty store is not one the soak's store keeps; a round takes extraction's time
-   while it runs, which is what the soak's headroom is for.
+   while it runs, which is what the soak's headroom is for. A store no round has been
+   through yet is not one the soak runs on either: its rounds come every 300 s.
 2. Soak: producers publish at ``--load`` (default 80 %) of that rate for
    ``--duration`` seconds while ``--clients`` recall concurrently.
 3. After: the producers stop; the time the backlog takes to drain, and the saturated
@@ -197,6 +199,7 @@ class Saturation:
     events: int  # extracted while saturated (what grew the store)
     seconds: float
     steal_pct: float  # of the host's CPU, while saturated
+    rounds: int  # bank rounds the consolidator had finished when the pace was measured
 
 
 async def saturate(
@@ -215,8 +218,9 @@ async def saturate(
     extracted events over the last ``calibrate_s - warm_s`` seconds. With ``prefill``
     it goes on until the events extracted reach ``prefill(pace so far)``: the maximum
     of a store that size, not of the near-empty one (the pace falls as the store
-    grows). It also goes on while a consolidation round finished in that window: the
-    maximum is the pace between rounds, and the soak's headroom is what rounds get.
+    grows). It also goes on until ``args.rounds_first`` bank rounds have finished, and
+    while one finished in that window (``pace_counts``): the maximum is the pace between
+    rounds on a store they have been through, and the soak's headroom is what rounds get.
     The backlog is drained before returning, so what comes next starts from no lag.
     """
     group = running.stack.settings.consolidation.group
@@ -239,13 +243,14 @@ async def saturate(
         if now >= args.calibrate_s:
             if target is None:
                 target = 0.0 if prefill is None else prefill(pace_per_s(_paced(points)))
-                if done < target:
+                if done < target or rounds < args.rounds_first:
                     print(
                         f"{prefix}: {pace_per_s(_paced(points)):.0f} events/s on the store as "
-                        f"it was; growing it to {target:,.0f} events before the pace counts",
+                        f"it was; growing it to {target:,.0f} events and "
+                        f"{args.rounds_first} bank rounds before the pace counts",
                         flush=True,
                     )
-            if done >= target and rounds_in(points, window) == 0:
+            if pace_counts(points, window, events=target, rounds=args.rounds_first):
                 break
             if now - said >= 30:  # a prefill or a round takes minutes: say how far it got
                 spent_at = (done, consolidator.cpu_s())
@@ -279,7 +284,7 @@ async def saturate(
             "no maximum to soak at (a longer --calibrate-s?)"
         )
     early = pace_per_s(_paced([p for p in points if p[0] <= args.calibrate_s]))
-    return Saturation(pace, early, done, round(now, 1), steal)
+    return Saturation(pace, early, done, round(now, 1), steal, rounds)
 
 
 def _cpu_per_event(
@@ -296,6 +301,17 @@ def _cpu_per_event(
             f"{1000 * (system - was_system) / events:.2f} system ms an event"
         )
     return ", ".join(parts)
+
+
+def pace_counts(
+    points: Sequence[tuple[float, int, int]], window: float, *, events: float, rounds: int
+) -> bool:
+    """Whether the last ``window`` seconds of (seconds, events, rounds so far) points measure
+    the maximum: ``events`` extracted, ``rounds`` finished, and none in the window."""
+    if not points:
+        return False
+    _, done, finished = points[-1]
+    return done >= events and finished >= rounds and rounds_in(points, window) == 0
 
 
 def rounds_in(points: Sequence[tuple[float, int, int]], window: float) -> int:
@@ -406,9 +422,10 @@ async def soak(args: argparse.Namespace, root: Path) -> dict[str, Any]:
             )
             print(
                 f"calibrated maximum {maximum:.0f} events/s on a store of "
-                f"{calibration.events:,} events ({calibration.first_pace:.0f} on the store "
-                f"as it was){before} with {args.clients} recall clients; soaking at "
-                f"{rate:.0f} events/s for {args.duration:.0f} s",
+                f"{calibration.events:,} events after {calibration.rounds} bank rounds "
+                f"({calibration.first_pace:.0f} on the store as it was){before} with "
+                f"{args.clients} recall clients; soaking at {rate:.0f} events/s for "
+                f"{args.duration:.0f} s",
                 flush=True,
             )
             rounds_before = (await consolidator.round_totals())["rounds"]
@@ -782,6 +799,7 @@ def _summary(
         "calibration_store_events": calibration.events,
         "calibration_saturated_s": calibration.seconds,
         "calibration_steal_pct": calibration.steal_pct,
+        "calibration_rounds": calibration.rounds,
         # The same stack's burst, just before: how far a burst overstates the pace.
         "calibration_burst_events_per_s": None if burst is None else round(burst, 1),
         "target_events_per_s": round(rate, 1),
@@ -867,6 +885,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         "events the soak will add (0: measure on the store as it is, a near-empty one)",
     )
     parser.add_argument(
+        "--rounds-first",
+        type=int,
+        default=len(BANKS),
+        help="before the maximum counts, saturate until this many bank rounds have finished "
+        "(the default: one for each bank; 0: count on a store no round has been through)",
+    )
+    parser.add_argument(
         "--hold-s",
         type=float,
         default=5.0,
@@ -896,6 +921,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         parser.error(f"--calibrate must be 0 or more events, not {args.calibrate}")
     if args.prefill < 0:
         parser.error(f"--prefill must be 0 or more, not {args.prefill}")
+    if args.rounds_first < 0:
+        parser.error(f"--rounds-first must be 0 or more, not {args.rounds_first}")
     if args.hold_s < 0 or args.memory_mib < 0:
         parser.error("--hold-s and --memory-mib must be 0 or more")
     if args.backlog < 1:

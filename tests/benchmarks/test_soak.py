@@ -13,6 +13,7 @@ from benchmarks.soak import (
     cpu_shares,
     describe,
     main,
+    pace_counts,
     pace_per_s,
     percentile,
     rounds_in,
@@ -92,6 +93,7 @@ def test_round_totals_come_from_the_round_metrics() -> None:
     [
         (["--calibrate", "-1"], "--calibrate must be 0 or more events"),
         (["--backlog", "0"], "--backlog must be at least 1 event"),
+        (["--rounds-first", "-1"], "--rounds-first must be 0 or more"),
         (["--calibrate-s", "10", "--warm-s", "9.5"], "--warm-s must leave more than a second"),
         (["--warm-s", "-1"], "--warm-s must leave more than a second"),
     ],
@@ -170,13 +172,25 @@ def test_rounds_in_counts_only_those_finished_within_the_window() -> None:
     assert rounds_in([], 60) == 0
 
 
+def test_the_pace_counts_on_a_grown_store_rounds_have_been_through_and_none_in_the_window() -> None:
+    # (seconds, events extracted, rounds finished so far): ten rounds end at 20 s.
+    points = [(t, 100 * t, 0 if t < 20 else 10) for t in range(0, 90, 5)]
+    assert pace_counts(points, 60, events=8_500, rounds=10)
+    assert not pace_counts(points, 60, events=9_000, rounds=10)  # the store not grown yet
+    assert not pace_counts(points, 60, events=8_500, rounds=11)  # a bank not yet through one
+    assert not pace_counts(points, 70, events=8_500, rounds=10)  # the rounds in the window
+    assert pace_counts(points[:3], 60, events=0, rounds=0)  # no round asked for, none run
+    assert not pace_counts([], 60, events=0, rounds=0)
+
+
 @pytest.mark.slow
 @pytest.mark.timeout(300)
 def test_a_short_soak_prefills_measures_and_judges_itself(
     capsys: pytest.CaptureFixture[str],
 ) -> None:
     argv = ["--duration", "6", "--every", "2", "--calibrate", "0", "--calibrate-s", "6"]
-    argv += ["--warm-s", "2", "--backlog", "300", "--prefill", "0.5", "--json"]
+    argv += ["--warm-s", "2", "--backlog", "300", "--prefill", "0.5", "--rounds-first", "0"]
+    argv += ["--json"]
     code = main(argv)
     out, err = capsys.readouterr()
     summary = json.loads(out.strip().splitlines()[-1])
