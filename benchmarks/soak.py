@@ -9,13 +9,13 @@ the soak's process instead, one event loop for everything, as `cogsub run` does)
    for it), then the stack kept saturated: a standing backlog of ``--backlog`` events
    published and not yet extracted. Its pace on the store as it was is measured over
    ``--warm-s`` to ``--calibrate-s``; then it stays saturated until the store holds
-   ``--prefill`` times the events the soak will add, every bank has been through
-   ``--rounds-first`` consolidation rounds, and no round has finished for
+   ``--prefill`` times the events the soak will add, ``--rounds-first`` bank rounds
+   have finished (by default one a bank), and no round has finished for
    ``--calibrate-s`` less ``--warm-s`` seconds; the maximum is the pace over those
    seconds. The pace falls as the store grows, so a maximum measured on a
    near-empty store is not one the soak's store keeps; a round takes extraction's time
    while it runs, which is what the soak's headroom is for. A store no round has been
-   through yet is not one the soak runs on either: its rounds come every 300 s.
+   through yet is not one the soak runs on either: they come every 300 s.
 2. Soak: producers publish at ``--load`` (default 80 %) of that rate for
    ``--duration`` seconds while ``--clients`` recall concurrently.
 3. After: the producers stop; the time the backlog takes to drain, and the saturated
