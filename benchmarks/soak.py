@@ -255,7 +255,8 @@ async def saturate(
             if now - said >= 30:  # a prefill or a round takes minutes: say how far it got
                 spent_at = (done, consolidator.cpu_s())
                 print(
-                    f"{prefix}: {done:,} of {target:,.0f} events, {now:.0f} s, "
+                    f"{prefix}: {done:,} of {target:,.0f} events, {rounds} of "
+                    f"{args.rounds_first} bank rounds, {now:.0f} s, "
                     f"{rounds_in(points, window)} bank rounds in the last {window:.0f} s; "
                     f"{_cpu_per_event(spent_at, at_said)}",
                     flush=True,
