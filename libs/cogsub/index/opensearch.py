@@ -14,6 +14,15 @@ vendor exception is translated in :func:`_translated`, by exception type:
 
 Writes use ``refresh="wait_for"`` so a document is searchable when the call
 returns (the port's contract), without forcing a segment per request.
+
+A document's ``_id`` is ``queries.document_id(bank_id, event_id)`` (``bank|event``),
+so the same event id in two banks is two documents; event ids are read back
+from ``_source``, never from ``_id``. An index written before that had
+``_id = event_id``: its documents are found by searches but not by id (get,
+update, delete), and an upsert would add a second copy beside each, so
+``ensure`` refuses it (its oldest document tells). Rebuild it from the archive
+into a new index version (``cogsub replay --reembed <kind>``, see
+docs/operations.md) instead of writing to it.
 """
 
 from __future__ import annotations
@@ -56,6 +65,8 @@ _ALREADY_EXISTS = "resource_already_exists_exception"
 _REFRESH = "wait_for"
 #: Documents ``update_many`` patches at once (each is a get and a conditional index).
 _UPDATE_CONCURRENCY = 16
+#: What an ownership read needs of a document: its bank, and its event id (not in ``_id``).
+_OWNER_FIELDS = "bank_id,event_id"
 
 
 @contextmanager
@@ -178,7 +189,8 @@ class OpenSearchMemoryIndex:
         """Create the index for ``dimension``-d vectors, or check the existing one.
 
         Raises:
-            ConfigurationError: the index exists with another embedding dimension.
+            ConfigurationError: the index exists with another embedding dimension, or
+                holds documents under their event id alone (see the module docstring).
         """
         body = queries.index_template(dimension, shards=self._shards, replicas=self._replicas)
         self._dimension = None
@@ -200,15 +212,30 @@ class OpenSearchMemoryIndex:
             raise ConfigurationError(
                 f"index {self._index!r} holds embeddings of dimension {existing}, not {dimension}"
             )
+        await self._refuse_event_id_documents()
         self._dimension = existing
 
+    async def _refuse_event_id_documents(self) -> None:
+        """Refuse an index written when ``_id`` was the event id alone: by id, this adapter
+        would find none of its documents, and an upsert would add a second copy of each."""
+        with _translated("search"):
+            response = await self._client.search(
+                index=self._index, body=queries.oldest_document_query()
+            )
+        if not all(queries.under_document_id(hit) for hit in response["hits"]["hits"]):
+            raise ConfigurationError(
+                f"index {self._index!r} holds documents under their event id alone (written"
+                " before ids named the bank): rebuild it with `cogsub replay --reembed <kind>`"
+                " (docs/operations.md)"
+            )
+
     async def upsert(self, documents: Sequence[IndexDocument]) -> None:
-        """Index ``documents`` by ``event_id`` in bulk; searchable on return.
+        """Index ``documents`` by (``bank_id``, ``event_id``) in bulk; searchable on return.
 
         Raises:
             ConfigurationError: an embedding whose length is not the index's dimension.
-            InvalidInputError: a document the mapping refuses (an unparseable date...).
-            ConflictError: an ``event_id`` that belongs to another bank; nothing is written.
+            InvalidInputError: a document the mapping refuses (an unparseable date...),
+                or a bank id holding ``queries.ID_SEPARATOR``; nothing is written.
             UnavailableError: the cluster is down or throttling (retry the whole call).
         """
         if not documents:
@@ -222,11 +249,13 @@ class OpenSearchMemoryIndex:
                     f"document {doc.event_id!r} has a {len(doc.embedding)}-dimensional"
                     f" embedding; index {self._index!r} holds {dimension}-dimensional vectors"
                 )
-        await self._check_owners(documents)
-        for start in range(0, len(documents), self._bulk_size):
-            lines = queries.bulk_index_lines(
-                self._index, documents[start : start + self._bulk_size]
-            )
+        # Every batch is built before the first is sent: a refused bank id writes nothing.
+        starts = range(0, len(documents), self._bulk_size)
+        batches = {
+            s: queries.bulk_index_lines(self._index, documents[s : s + self._bulk_size])
+            for s in starts
+        }
+        for start, lines in batches.items():
             with _translated("bulk", bad_request=InvalidInputError):
                 response = await self._client.bulk(body=lines, refresh=_REFRESH)
             _raise_for_failures(queries.bulk_failures(response, offset=start))
@@ -239,14 +268,14 @@ class OpenSearchMemoryIndex:
     async def present(self, bank_id: str, event_ids: Sequence[str]) -> set[str]:
         """Which of ``event_ids`` are documents of ``bank_id``: an ``mget`` per ``bulk_size``
         ids, of the bank field alone, read in real time (a search would miss fresh writes)."""
-        wanted = [event_id for event_id in dict.fromkeys(event_ids) if event_id]
+        wanted = self._document_ids(bank_id, event_ids)
         found: set[str] = set()
         for start in range(0, len(wanted), self._bulk_size):
             chunk = wanted[start : start + self._bulk_size]
             try:
                 with _translated("mget"):
                     response = await self._client.mget(
-                        index=self._index, body={"ids": chunk}, _source_includes="bank_id"
+                        index=self._index, body={"ids": chunk}, _source_includes=_OWNER_FIELDS
                     )
             except NotFoundError:  # no index yet: no documents
                 return found
@@ -254,7 +283,7 @@ class OpenSearchMemoryIndex:
                 if "error" in doc:  # absent is not known: the id was not read
                     raise mget_item_error(doc)
                 if doc.get("found") and doc["_source"].get("bank_id") == bank_id:
-                    found.add(doc["_id"])
+                    found.add(str(doc["_source"]["event_id"]))
         return found
 
     async def search_text(self, query: str, filters: SearchFilters, *, size: int) -> list[Hit]:
@@ -307,7 +336,7 @@ class OpenSearchMemoryIndex:
                 with _translated("update", bad_request=InvalidInputError):
                     await self._client.index(
                         index=self._index,
-                        id=event_id,
+                        id=queries.document_id(bank_id, event_id),
                         body=updated.to_source(),
                         if_seq_no=seq_no,
                         if_primary_term=primary_term,
@@ -358,7 +387,8 @@ class OpenSearchMemoryIndex:
         hits = response["hits"]["hits"]
         if not hits:
             return DecayedPage(0, None)
-        return DecayedPage(await self._decay_hits(bank_id, step, hits), str(hits[-1]["_id"]))
+        decayed = await self._decay_hits(bank_id, step, hits)
+        return DecayedPage(decayed, str(hits[-1]["_source"]["event_id"]))
 
     async def _decay_hits(self, bank_id: str, step: DecayStep, hits: list[Any]) -> int:
         decayed = 0
@@ -383,8 +413,9 @@ class OpenSearchMemoryIndex:
             hits = await self._decay_signals(bank_id, conflicted)
         raise ConflictError(f"decay of a page lost {self._max_update_attempts} races in a row")
 
-    async def _decay_signals(self, bank_id: str, event_ids: list[str]) -> list[Any]:
-        """The documents' decay signals and versions, read in real time, of this bank only.
+    async def _decay_signals(self, bank_id: str, doc_ids: list[str]) -> list[Any]:
+        """The decay signals and versions of documents by ``_id``, read in real time, of this
+        bank only.
 
         A search would answer from the last refresh, which may not hold the write that
         won the race yet: the same stale version, and the same conflict, again.
@@ -392,8 +423,8 @@ class OpenSearchMemoryIndex:
         with _translated("mget"):
             response = await self._client.mget(
                 index=self._index,
-                body={"ids": event_ids},
-                _source_includes="bank_id,decay_factor,timestamp",
+                body={"ids": doc_ids},
+                _source_includes="bank_id,decay_factor,event_id,timestamp",
             )
         return [
             found
@@ -408,25 +439,24 @@ class OpenSearchMemoryIndex:
     async def delete_many(self, bank_id: str, event_ids: Sequence[str]) -> int:
         """Remove the documents ``event_ids`` of ``bank_id``; how many were removed.
 
-        Per ``bulk_size`` ids: one ``mget`` (which of them are this bank's, at which
-        version) and one ``_bulk`` of deletes conditional on that version, so a
-        document of another bank is never deleted, even one that moved there
-        between the two requests. Ids that lost a race are read and tried again.
+        Per ``bulk_size`` ids: one ``mget`` of their ``_id`` in this bank (at which
+        version) and one ``_bulk`` of deletes conditional on that version; another
+        bank's document of the same event id has another ``_id``, so it is never
+        touched. Ids that lost a race are read and tried again.
 
         Raises:
             ConflictError: still losing races after ``max_update_attempts``.
             UnavailableError: the cluster is down or throttling (call again: idempotent).
         """
-        # An empty _id is no document's, and some clusters refuse it in an mget.
-        wanted = [event_id for event_id in dict.fromkeys(event_ids) if event_id]
+        wanted = self._document_ids(bank_id, event_ids)
         deleted = 0
         for start in range(0, len(wanted), self._bulk_size):
             deleted += await self._delete_chunk(bank_id, wanted[start : start + self._bulk_size])
         return deleted
 
-    async def _delete_chunk(self, bank_id: str, event_ids: list[str]) -> int:
+    async def _delete_chunk(self, bank_id: str, doc_ids: list[str]) -> int:
         deleted = 0
-        pending = event_ids
+        pending = doc_ids
         for _ in range(self._max_update_attempts):
             versions = await self._bank_versions(bank_id, pending)
             if not versions:
@@ -451,14 +481,12 @@ class OpenSearchMemoryIndex:
             f"delete of {len(pending)} documents lost {self._max_update_attempts} races"
         )
 
-    async def _bank_versions(
-        self, bank_id: str, event_ids: list[str]
-    ) -> dict[str, tuple[int, int]]:
-        """``_id -> (_seq_no, _primary_term)`` of this bank's documents among ``event_ids``."""
+    async def _bank_versions(self, bank_id: str, doc_ids: list[str]) -> dict[str, tuple[int, int]]:
+        """``_id -> (_seq_no, _primary_term)`` of this bank's documents among ``doc_ids``."""
         try:
             with _translated("mget"):
                 response = await self._client.mget(
-                    index=self._index, body={"ids": event_ids}, _source_includes="bank_id"
+                    index=self._index, body={"ids": doc_ids}, _source_includes="bank_id"
                 )
         except NotFoundError:  # no index yet: nothing in it to delete
             return {}
@@ -494,7 +522,7 @@ class OpenSearchMemoryIndex:
             if "error" in answer:
                 raise CogsubError(f"opensearch refused a neighbour search: {answer['error']}")
             for raw in answer["hits"]["hits"]:
-                doc = _document(raw["_source"], raw.get("_id"))
+                doc = _document(raw["_source"])
                 if doc.bank_id != filters.bank_id:
                     raise CogsubError(f"opensearch returned a document of bank {doc.bank_id!r}")
                 if doc.event_id not in taken:
@@ -525,7 +553,7 @@ class OpenSearchMemoryIndex:
             return []
         with _translated("scan"):
             response = await self._client.search(index=self._index, body=body)
-        docs = [_document(raw["_source"], raw.get("_id")) for raw in response["hits"]["hits"]]
+        docs = [_document(raw["_source"]) for raw in response["hits"]["hits"]]
         if any(doc.bank_id != filters.bank_id for doc in docs):
             raise CogsubError("opensearch returned a document of another bank")
         return docs
@@ -578,41 +606,28 @@ class OpenSearchMemoryIndex:
             response = await self._client.search(index=self._index, body=body)
         hits = []
         for raw in response["hits"]["hits"]:
-            doc = _document(raw["_source"], raw.get("_id"))
+            doc = _document(raw["_source"])
             if doc.bank_id != bank_id:  # the query filters by bank; this only guards its builder
                 raise CogsubError(f"opensearch returned a document of bank {doc.bank_id!r}")
             hits.append(Hit(document=doc, score=float(raw["_score"])))
         return hits
 
-    async def _check_owners(self, documents: Sequence[IndexDocument]) -> None:
-        # ``_id`` is the event id alone, so without this a bank could overwrite
-        # another bank's memory. Check-then-write: two banks racing to create the
-        # same new id are not caught, which event ids (globally unique) rule out.
-        owners: dict[str, str] = {}
-        for doc in documents:
-            if owners.setdefault(doc.event_id, doc.bank_id) != doc.bank_id:
-                raise ConflictError(f"event {doc.event_id!r} given for two banks")
-        ids = list(owners)
-        for start in range(0, len(ids), self._bulk_size):
-            body = {"ids": ids[start : start + self._bulk_size]}
-            with _translated("mget"):
-                response = await self._client.mget(
-                    index=self._index, body=body, _source_includes="bank_id"
-                )
-            for found in response["docs"]:
-                if found.get("found") and found["_source"]["bank_id"] != owners[found["_id"]]:
-                    raise ConflictError(f"event {found['_id']!r} belongs to another bank")
+    def _document_ids(self, bank_id: str, event_ids: Sequence[str]) -> list[str]:
+        """The ``_id`` of each distinct event id in ``bank_id``, in order."""
+        # An empty event id is no document's.
+        return [queries.document_id(bank_id, e) for e in dict.fromkeys(event_ids) if e]
 
     async def _get_versioned(
         self, bank_id: str, event_id: str
     ) -> tuple[IndexDocument, int, int] | None:
         try:
             with _translated("get"):
-                response = await self._client.get(index=self._index, id=event_id)
+                doc_id = queries.document_id(bank_id, event_id)
+                response = await self._client.get(index=self._index, id=doc_id)
         except NotFoundError:
             return None
-        doc = _document(response["_source"], event_id)
-        if doc.bank_id != bank_id:
+        doc = _document(response["_source"])
+        if (doc.bank_id, doc.event_id) != (bank_id, event_id):
             return None
         return doc, int(response["_seq_no"]), int(response["_primary_term"])
 
@@ -637,11 +652,12 @@ class OpenSearchMemoryIndex:
         return self._dimension
 
 
-def _document(source: dict[str, Any], event_id: object) -> IndexDocument:
+def _document(source: Mapping[str, Any]) -> IndexDocument:
     try:
         return IndexDocument.model_validate(source)
     except ValidationError as exc:
-        raise CogsubError(f"stored document {event_id!r} is not an IndexDocument: {exc}") from exc
+        where = f"{source.get('event_id')!r} of bank {source.get('bank_id')!r}"
+        raise CogsubError(f"stored document {where} is not an IndexDocument: {exc}") from exc
 
 
 # Item errors of an mget that a later read may not meet: the shard or node, not the id.

@@ -43,6 +43,8 @@ HNSW_M = 16
 TAG_MATCH_BOOST = 0.5
 HYBRID_PIPELINE = "cogsub-hybrid"
 DEFAULT_HYBRID_WEIGHTS = (0.3, 0.7)
+#: Joins bank and event id into a document's ``_id``; no SafeId can hold it.
+ID_SEPARATOR = "|"
 
 _KEYWORD_FIELDS = (
     "bank_id",
@@ -149,8 +151,12 @@ def scan_query(filters: SearchFilters, size: int, *, after: str | None) -> Body:
     return {"size": size, "query": {"bool": {"filter": clauses}}, "sort": [{"event_id": "asc"}]}
 
 
-#: What decay reads of a document: its two signals and its version, not the document.
-_DECAY_SIGNALS = {"_source": ["decay_factor", "timestamp"], "seq_no_primary_term": True}
+#: What decay reads of a document: its two signals, its version and its event id (the
+#: page's cursor; the ``_id`` holds the bank too), not the document.
+_DECAY_SIGNALS = {
+    "_source": ["decay_factor", "event_id", "timestamp"],
+    "seq_no_primary_term": True,
+}
 
 
 def decay_page_query(bank_id: str, size: int, *, after: str | None) -> Body:
@@ -341,11 +347,41 @@ def count_query(bank_id: str | None) -> Body:
     return {"query": {"bool": {"filter": [{"term": {"bank_id": bank_id}}]}}}
 
 
+def document_id(bank_id: str, event_id: str) -> str:
+    """The ``_id`` of ``event_id`` in ``bank_id``: the same event id in two banks is two documents.
+
+    The separator is outside the SafeId alphabet, and refused in a bank id, so
+    the first one in an ``_id`` splits it back: no two (bank, event) pairs share one.
+
+    Raises:
+        InvalidInputError: a bank id holding the separator.
+    """
+    if ID_SEPARATOR in bank_id:
+        raise InvalidInputError([FieldProblem("bank_id", f"must not contain {ID_SEPARATOR!r}")])
+    return f"{bank_id}{ID_SEPARATOR}{event_id}"
+
+
+def oldest_document_query() -> Body:
+    """The ids of the index's oldest memory: the likeliest to predate ``document_id``."""
+    return {"size": 1, "_source": ["bank_id", "event_id"], "sort": [{"timestamp": "asc"}]}
+
+
+def under_document_id(hit: Mapping[str, Any]) -> bool:
+    """Whether a hit's ``_id`` is the ``document_id`` of the bank and event in its source."""
+    source = hit.get("_source", {})
+    joined = f"{source.get('bank_id')}{ID_SEPARATOR}{source.get('event_id')}"
+    return bool(hit.get("_id") == joined)
+
+
 def bulk_index_lines(index: str, documents: Sequence[IndexDocument]) -> list[Body]:
-    """Bulk ``index`` actions with ``_id = event_id``: a redelivered document replaces itself."""
+    """Bulk ``index`` actions, each under its document's ``document_id``.
+
+    A redelivered document replaces itself, and only itself: another bank's
+    document with the same event id has another ``_id``.
+    """
     lines: list[Body] = []
     for doc in documents:
-        lines.append({"index": {"_index": index, "_id": doc.event_id}})
+        lines.append({"index": {"_index": index, "_id": document_id(doc.bank_id, doc.event_id)}})
         lines.append(doc.to_source())
     return lines
 
@@ -353,19 +389,20 @@ def bulk_index_lines(index: str, documents: Sequence[IndexDocument]) -> list[Bod
 def bulk_delete_lines(index: str, versions: Mapping[str, tuple[int, int]]) -> list[Body]:
     """Bulk ``delete`` actions, each only if the document is still at the version read.
 
-    ``versions`` maps ``_id`` to its ``(_seq_no, _primary_term)``; a document that
-    changed since (or moved to another bank) answers 409 instead of being deleted.
+    ``versions`` maps a document's ``_id`` (see ``document_id``) to its
+    ``(_seq_no, _primary_term)``; a document that changed since answers 409
+    instead of being deleted.
     """
     return [
         {
             "delete": {
                 "_index": index,
-                "_id": event_id,
+                "_id": doc_id,
                 "if_seq_no": seq_no,
                 "if_primary_term": primary_term,
             }
         }
-        for event_id, (seq_no, primary_term) in versions.items()
+        for doc_id, (seq_no, primary_term) in versions.items()
     ]
 
 

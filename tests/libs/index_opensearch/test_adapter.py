@@ -13,7 +13,6 @@ import pytest
 from cogsub.core.documents import IndexDocument
 from cogsub.core.errors import (
     ConfigurationError,
-    ConflictError,
     InvalidInputError,
     NotFoundError,
     UnavailableError,
@@ -114,6 +113,22 @@ async def test_ensure_with_another_dimension_is_a_configuration_error(
 ) -> None:
     with pytest.raises(ConfigurationError, match="dimension 8"):
         await new_index().ensure(dimension=DIM * 2)
+
+
+async def test_an_index_of_event_id_documents_is_refused_until_rebuilt(
+    index: OpenSearchMemoryIndex,
+    new_index: Callable[[], OpenSearchMemoryIndex],
+    opensearch_endpoint: OpenSearchEndpoint,
+) -> None:
+    await index.upsert([make_doc("new")])
+    written_before = make_doc("old", timestamp="2026-01-01T00:00:00.000Z").to_source()
+    with opensearch_endpoint.http() as http:  # as the adapter wrote it before ids named the bank
+        put = http.put(
+            f"/{index.index_name}/_doc/old", params={"refresh": "true"}, json=written_before
+        )
+        put.raise_for_status()
+    with pytest.raises(ConfigurationError, match="replay --reembed"):
+        await new_index().ensure(dimension=DIM)
 
 
 async def test_upsert_before_ensure_does_not_auto_create_an_index(
@@ -232,17 +247,56 @@ async def test_banks_are_isolated(index: OpenSearchMemoryIndex) -> None:
     assert await index.get("bank-a", "a1") is not None
 
 
-async def test_a_bank_cannot_overwrite_another_banks_event(index: OpenSearchMemoryIndex) -> None:
-    mine = make_doc("shared-id", bank_id="bank-a", summary="mine")
-    await index.upsert([mine])
-    with pytest.raises(ConflictError):
-        await index.upsert(
-            [make_doc("new", bank_id="bank-b"), make_doc("shared-id", bank_id="bank-b")]
-        )
-    with pytest.raises(ConflictError):
-        await index.upsert([make_doc("x", bank_id="bank-a"), make_doc("x", bank_id="bank-b")])
+async def test_one_event_id_in_two_banks_decays_and_is_forgotten_apart(
+    index: OpenSearchMemoryIndex, opensearch_endpoint: OpenSearchEndpoint
+) -> None:
+    old = "2026-05-01T00:00:00.000Z"
+    mine = make_doc("shared-id", bank_id="bank-a", summary="mine", timestamp=old)
+    theirs = make_doc("shared-id", bank_id="bank-b", summary="theirs", timestamp=old)
+    await index.upsert([mine, theirs])
+    with opensearch_endpoint.http() as http:  # each under its own _id, the bank's and the event's
+        stored = http.get(f"/{index.index_name}/_doc/bank-b%7Cshared-id").json()
+    assert stored["_source"]["summary"] == "theirs"
+
+    step = DecayStep(rate=0.5, floor=0.05, before=datetime(2026, 5, 8, tzinfo=UTC))
+    assert await index.decay_page("bank-b", step, size=10) == DecayedPage(1, "shared-id")
+    assert await index.update_many("bank-b", {"shared-id": DocumentPatch(importance_score=0.9)})
     assert await index.get("bank-a", "shared-id") == mine
-    assert await index.count("bank-b") == 0  # nothing of the refused call was written
+    assert await index.scan(SearchFilters(bank_id="bank-a"), size=5, after="shared-") == [mine]
+
+    assert await index.delete("bank-b", "shared-id") is True
+    assert await index.get("bank-a", "shared-id") == mine
+    assert await index.present("bank-a", ["shared-id"]) == {"shared-id"}
+    assert await index.present("bank-b", ["shared-id"]) == set()
+
+
+async def test_a_delete_that_loses_a_race_reads_the_document_again(
+    index: OpenSearchMemoryIndex, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    await index.upsert([make_doc("busy"), make_doc("busy", bank_id="bank-b")])
+    bulk = index._client.bulk
+    raced: list[str] = []
+
+    async def used_in_between(*args: object, **kwargs: object) -> object:
+        if not raced:  # feedback lands after the version was read, before the delete
+            raced.append("busy")
+            await index.update("bank-a", "busy", DocumentPatch(retrieval_count_increment=1))
+        return await bulk(*args, **kwargs)
+
+    monkeypatch.setattr(index._client, "bulk", used_in_between)
+    assert await index.delete_many("bank-a", ["busy"]) == 1
+    assert raced == ["busy"]
+    assert await index.get("bank-a", "busy") is None
+    assert await index.get("bank-b", "busy") == make_doc("busy", bank_id="bank-b")
+
+
+async def test_a_bank_id_holding_the_id_separator_is_refused_and_nothing_written(
+    index: OpenSearchMemoryIndex,
+) -> None:
+    # "a|b" + "c" would be the _id of bank "a"'s event "b|c".
+    with pytest.raises(InvalidInputError):
+        await index.upsert([make_doc("fine", bank_id="a"), make_doc("c", bank_id="a|b")])
+    assert await index.count() == 0
 
 
 async def test_concurrent_increments_are_not_lost(

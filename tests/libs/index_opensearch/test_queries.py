@@ -62,7 +62,8 @@ DECAY = DecayStep(rate=0.5, floor=0.05, before=datetime(2026, 5, 8, tzinfo=UTC))
 
 def _signals(event_id: str, factor: float, timestamp: str, seq_no: int) -> dict[str, Any]:
     source = {"decay_factor": factor, "timestamp": timestamp}
-    return {"_id": event_id, "_source": source, "_seq_no": seq_no, "_primary_term": 1}
+    hit_id = q.document_id("bank-a", event_id)
+    return {"_id": hit_id, "_source": source, "_seq_no": seq_no, "_primary_term": 1}
 
 
 DECAY_HITS = [
@@ -105,6 +106,7 @@ CASES: dict[str, Callable[[], Any]] = {
     "decay_page_first": lambda: q.decay_page_query("bank-a", 500, after=None),
     "decay_page_after": lambda: q.decay_page_query("bank-a", 500, after="e9"),
     "bulk_decay_lines": lambda: q.bulk_decay_lines("experience_events", DECAY_HITS, DECAY),
+    "oldest_document": q.oldest_document_query,
 }
 
 
@@ -177,6 +179,46 @@ def test_mapped_dimension_reads_the_template_back() -> None:
 )
 def test_mapped_dimension_without_a_vector_field(response: dict[str, Any]) -> None:
     assert q.mapped_dimension(response, "idx") is None
+
+
+# --- document ids --------------------------------------------------------------------------
+
+_safe_ids = st.from_regex(r"[A-Za-z0-9_][A-Za-z0-9_.:@+-]{0,30}", fullmatch=True)
+
+
+def test_a_document_id_names_the_bank_and_the_event() -> None:
+    assert q.document_id("jane@example.com", "evt-1") == "jane@example.com|evt-1"
+    assert q.document_id("bank-a", "e1") != q.document_id("bank-b", "e1")
+
+
+@given(_safe_ids, _safe_ids, _safe_ids, _safe_ids)
+def test_two_documents_never_share_an_id(bank: str, event: str, bank2: str, event2: str) -> None:
+    if (bank, event) != (bank2, event2):
+        assert q.document_id(bank, event) != q.document_id(bank2, event2)
+    assert q.document_id(bank, event).split(q.ID_SEPARATOR, 1) == [bank, event]
+
+
+def test_a_bank_id_holding_the_separator_is_refused() -> None:
+    # Else bank "a|b" with event "c" and bank "a" with event "b|c" would be one document.
+    with pytest.raises(InvalidInputError):
+        q.document_id("a|b", "c")
+    with pytest.raises(InvalidInputError):
+        q.bulk_index_lines("experience_events", [_doc("c").model_copy(update={"bank_id": "a|b"})])
+
+
+@pytest.mark.parametrize(
+    ("hit", "under"),
+    [
+        ({"_id": "bank-a|e1", "_source": {"bank_id": "bank-a", "event_id": "e1"}}, True),
+        ({"_id": "e1", "_source": {"bank_id": "bank-a", "event_id": "e1"}}, False),
+        ({"_id": "bank-b|e1", "_source": {"bank_id": "bank-a", "event_id": "e1"}}, False),
+        ({"_id": "bank-a|e1", "_source": {}}, False),
+    ],
+)
+def test_a_hit_is_under_its_document_id_only_when_the_id_names_its_bank_and_event(
+    hit: dict[str, Any], under: bool
+) -> None:
+    assert q.under_document_id(hit) is under
 
 
 # --- structure of every query body ------------------------------------------------------
