@@ -2,7 +2,13 @@
 
 from __future__ import annotations
 
+from importlib.resources import files
+from pathlib import Path
+
 from fastapi import FastAPI
+from fastapi.openapi.docs import get_swagger_ui_html
+from fastapi.responses import HTMLResponse
+from fastapi.staticfiles import StaticFiles
 
 from cogsub.api import consolidation, health, memories, recall
 from cogsub.api import lifecycle as lifecycle_routes
@@ -18,6 +24,9 @@ from cogsub.recall import MemoryService
 from cogsub.telemetry.metrics import Metrics
 
 API_VERSION = "0.1.0"
+DOCS_ASSETS = "/docs/assets"
+# The package of the Swagger UI dist files; its folder is named after the UI's version.
+SWAGGER_UI_PACKAGE = "swagger_ui_bundle"
 
 
 def create_app(
@@ -48,9 +57,10 @@ def create_app(
         version=API_VERSION,
         summary="Typed memory for AI agents: retain, recall, get.",
         openapi_url="/openapi.json",
-        docs_url="/docs",
+        docs_url=None,  # FastAPI's own page loads Swagger UI from a CDN: blank offline
         redoc_url=None,
     )
+    mount_docs(app)
     # Routes reach what they need through cogsub.api.deps, never through globals.
     state = ApiState(
         service=service,
@@ -70,7 +80,7 @@ def create_app(
     app.include_router(consolidation.router)
     app.include_router(lifecycle_routes.router)
     if metrics is not None:
-        mount_metrics(app, metrics)
+        mount_metrics(app, metrics, keys=auth)
     # The last added is the outermost: a crash anywhere, the size check included, is a JSON 500.
     app.add_middleware(BodyLimitMiddleware, max_body_bytes=limits.max_body_bytes)
     if limits.rate_limit_per_s is not None:
@@ -85,3 +95,29 @@ def create_app(
         app.add_middleware(MetricsMiddleware, metrics=metrics)
     app.add_middleware(CatchAllMiddleware)
     return app
+
+
+def swagger_ui_dist() -> Path:
+    """The folder of Swagger UI's JS, CSS and icons, as installed with the package."""
+    vendor = Path(str(files(SWAGGER_UI_PACKAGE) / "vendor"))
+    found = sorted(vendor.glob("swagger-ui-*/swagger-ui-bundle.js"))
+    if not found:
+        raise RuntimeError(f"no Swagger UI under {vendor}; reinstall {SWAGGER_UI_PACKAGE}")
+    return found[-1].parent
+
+
+def mount_docs(app: FastAPI) -> None:
+    """``/docs`` from assets shipped in the package, so it works with no network."""
+    app.mount(DOCS_ASSETS, StaticFiles(directory=swagger_ui_dist()), name="docs-assets")
+
+    @app.get("/docs", include_in_schema=False)
+    async def docs() -> HTMLResponse:
+        return get_swagger_ui_html(
+            openapi_url="/openapi.json",
+            title=f"{app.title} - docs",
+            swagger_js_url=f"{DOCS_ASSETS}/swagger-ui-bundle.js",
+            swagger_css_url=f"{DOCS_ASSETS}/swagger-ui.css",
+            swagger_favicon_url=f"{DOCS_ASSETS}/favicon-32x32.png",
+            # Swagger UI would otherwise send the document to an online validator.
+            swagger_ui_parameters={"validatorUrl": None},
+        )

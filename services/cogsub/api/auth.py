@@ -9,12 +9,18 @@ digest is enough: there is nothing to brute-force that a salt would protect.
 ``authorize`` decides from the key and the bank id in the path alone, before any
 lookup: a key for bank A gets 403 on bank B whether or not B holds what was
 asked for, so the answer never tells what another bank contains.
+
+Without keys, a loopback API trusts whoever can reach it; :class:`HostGuard`
+keeps that to programs on this machine. A web page can point a name it owns at
+127.0.0.1 (DNS rebinding) and have the browser call the API, but the browser
+still sends that name as ``Host``, so only loopback names are answered.
 """
 
 from __future__ import annotations
 
 import hashlib
 import hmac
+import ipaddress
 import json
 from collections.abc import Iterable, Mapping
 
@@ -27,8 +33,10 @@ from cogsub.core.events import SafeId
 from cogsub.sdk import AuthenticationError, PermissionDeniedError
 
 ALL_BANKS = "*"
+ANY_HOST = "*"
 DIGEST_PREFIX = "sha256:"
 MIN_KEY_LENGTH = 16
+LOOPBACK_NAME = "localhost"
 
 _SAFE_ID: TypeAdapter[str] = TypeAdapter(SafeId)
 
@@ -148,3 +156,67 @@ def authorize(keys: ApiKeys | None, key: str | None, bank_id: str) -> str:
 def checked_memory_id(memory_id: str) -> str:
     """``memory_id`` from a path, checked as a safe id (422 otherwise)."""
     return _checked_id("memory_id", memory_id)
+
+
+def authorize_operator(keys: ApiKeys | None, key: str | None) -> None:
+    """Pass when ``key`` grants every bank (``"*"``), or when no keys are required.
+
+    For what spans all banks (``/metrics``): a key for some banks must not see the rest.
+    """
+    if keys is None:
+        return
+    if key is None:
+        raise AuthenticationError("missing API key: send Authorization: Bearer <key>")
+    banks = keys.banks_for(key)
+    if banks is None:
+        raise AuthenticationError("unknown API key")
+    if ALL_BANKS not in banks:
+        raise PermissionDeniedError('this needs an operator key, one that grants "*"')
+
+
+def host_name(header: str) -> str:
+    """The name in a ``Host`` header, without port, brackets, trailing dot or case."""
+    name = header.strip().lower()
+    if name.startswith("["):
+        name = name[1 : name.find("]")] if "]" in name else name[1:]
+    elif name.count(":") == 1:
+        name = name.split(":", 1)[0]
+    return name.removesuffix(".")
+
+
+def is_loopback_name(name: str) -> bool:
+    """``localhost``, a name under ``.localhost`` (RFC 6761), or a loopback address."""
+    if name == LOOPBACK_NAME or name.endswith("." + LOOPBACK_NAME):
+        return True
+    try:
+        return ipaddress.ip_address(name).is_loopback
+    except ValueError:
+        return False
+
+
+class HostGuard:
+    """Which ``Host`` values a keyless loopback API answers: loopback names and ``extra``.
+
+    ``extra`` names more hosts (no port), or is ``["*"]`` to answer every one.
+    """
+
+    def __init__(self, extra: Iterable[str] = ()) -> None:
+        self._extra = frozenset(host_name(name) for name in extra)
+
+    @classmethod
+    def for_api(
+        cls, bind_host: str, keys: ApiKeys | None, extra: Iterable[str]
+    ) -> HostGuard | None:
+        """The guard an API on ``bind_host`` needs: none with keys or off loopback."""
+        if keys is not None or not is_loopback_name(host_name(bind_host)):
+            return None
+        return cls(extra)
+
+    def admits(self, header: str | None) -> bool:
+        """Whether a request with this ``Host`` header (None: none sent) is answered."""
+        if ANY_HOST in self._extra:
+            return True
+        if not header:
+            return False
+        name = host_name(header)
+        return is_loopback_name(name) or name in self._extra

@@ -3,8 +3,9 @@
 ``create_app`` stores the process's ``Metrics`` with :func:`mount_metrics`, and
 the route reaches it through :func:`app_metrics`, never a global. Requests are
 counted by route template (``/v1/banks/{bank_id}/recall``), never by raw path,
-so bank ids never become label values. The endpoint needs no key, like the
-health probes: it carries only aggregate numbers.
+so bank ids never become label values. When the API has keys, the endpoint
+needs an operator key (one granting ``"*"``): its numbers span every bank, so a
+key for some banks must not read them.
 """
 
 from __future__ import annotations
@@ -13,12 +14,16 @@ import time
 from typing import Annotated
 
 from fastapi import APIRouter, Depends, FastAPI, Request, Response
+from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from cogsub.api.auth import ApiKeys, authorize_operator
+from cogsub.api.errors import ErrorBody
 from cogsub.core.errors import NotFoundError
 from cogsub.telemetry.metrics import EXPOSITION_CONTENT_TYPE, UNMATCHED_ROUTE, Metrics
 
 METRICS_ATTRIBUTE = "cogsub_metrics"
+METRICS_KEYS_ATTRIBUTE = "cogsub_metrics_keys"
 
 router = APIRouter(tags=["metrics"])
 
@@ -31,7 +36,24 @@ def app_metrics(request: Request) -> Metrics:
     return metrics
 
 
-AppMetrics = Annotated[Metrics, Depends(app_metrics)]
+_operator_bearer = HTTPBearer(
+    auto_error=False,
+    description='When the API has keys: an operator key, one granting `"*"`.',
+)
+
+
+def operator_metrics(
+    metrics: Annotated[Metrics, Depends(app_metrics)],
+    request: Request,
+    credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(_operator_bearer)],
+) -> Metrics:
+    """The app's metrics, once the caller shows an operator key (when keys are required)."""
+    keys = getattr(request.app.state, METRICS_KEYS_ATTRIBUTE, None)
+    authorize_operator(keys, credentials.credentials if credentials is not None else None)
+    return metrics
+
+
+AppMetrics = Annotated[Metrics, Depends(operator_metrics)]
 
 
 @router.get(
@@ -39,15 +61,20 @@ AppMetrics = Annotated[Metrics, Depends(app_metrics)]
     operation_id="metrics",
     summary="Prometheus metrics of this process (text format 0.0.4)",
     response_class=Response,
-    responses={200: {"content": {EXPOSITION_CONTENT_TYPE: {}}}},
+    responses={
+        200: {"content": {EXPOSITION_CONTENT_TYPE: {}}},
+        401: {"model": ErrorBody, "description": "Keys are required: no key, or an unknown one"},
+        403: {"model": ErrorBody, "description": 'The key does not grant every bank ("*")'},
+    },
 )
 async def metrics(state: AppMetrics) -> Response:
     return Response(state.exposition(), media_type=EXPOSITION_CONTENT_TYPE)
 
 
-def mount_metrics(app: FastAPI, metrics: Metrics) -> None:
-    """Serve ``metrics`` at ``GET /metrics`` of ``app``."""
+def mount_metrics(app: FastAPI, metrics: Metrics, *, keys: ApiKeys | None = None) -> None:
+    """Serve ``metrics`` at ``GET /metrics`` of ``app``, to operator ``keys`` (None: anyone)."""
     setattr(app.state, METRICS_ATTRIBUTE, metrics)
+    setattr(app.state, METRICS_KEYS_ATTRIBUTE, keys)
     app.include_router(router)
 
 

@@ -5,6 +5,10 @@ not installed), and ``stop`` ends the server gracefully (in-flight requests
 finish, up to ``graceful_timeout_s``) so it can shut down together with the
 ingestion worker. The socket is bound before the server starts, so a taken
 port is a clear ConfigurationError rather than uvicorn exiting the process.
+
+Given a :class:`HostGuard`, the server answers other ``Host`` values with a
+JSON 421 before the app sees them. It belongs here, not in the app: only a
+socket can be reached from a browser, and in-process clients use other names.
 """
 
 from __future__ import annotations
@@ -17,8 +21,16 @@ from collections.abc import Iterator
 
 import uvicorn
 from fastapi import FastAPI
+from starlette.datastructures import Headers
+from starlette.types import ASGIApp, Receive, Scope, Send
 
-from cogsub.core.errors import ConfigurationError
+from cogsub.api.auth import HostGuard
+from cogsub.api.errors import error_response
+from cogsub.core.errors import ConfigurationError, FieldProblem
+
+MISDIRECTED = 421
+ALLOWED_HOSTS_SETTING = "COGSUB_API__ALLOWED_HOSTS"
+_SHOWN_HOST_CHARS = 100
 
 
 class _Server(uvicorn.Server):
@@ -53,13 +65,68 @@ def bind(host: str, port: int) -> socket.socket:
     return sock
 
 
+class HostGuardMiddleware:
+    """Answers only requests whose ``Host`` the guard admits; the rest get a JSON 421."""
+
+    def __init__(self, app: ASGIApp, *, guard: HostGuard) -> None:
+        self.app = app
+        self.guard = guard
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        sent = Headers(scope=scope).getlist("host")
+        host = sent[0] if len(sent) == 1 else None
+        if len(sent) <= 1 and self.guard.admits(host):
+            await self.app(scope, receive, send)
+            return
+        await _refuse_host(_described(sent), scope, receive, send)
+
+
+def _described(sent: list[str]) -> str:
+    if not sent:
+        return "no Host header"
+    if len(sent) > 1:
+        return f"{len(sent)} Host headers"
+    return f"Host {sent[0][:_SHOWN_HOST_CHARS]!r}"
+
+
+async def _refuse_host(shown: str, scope: Scope, receive: Receive, send: Send) -> None:
+    rule = (
+        "must be a loopback name or address (localhost, 127.0.0.1, [::1]) "
+        f"or listed in {ALLOWED_HOSTS_SETTING}"
+    )
+    response = error_response(
+        MISDIRECTED,
+        "misdirected_request",
+        f"{shown} refused: without API keys this API answers only loopback names, so that "
+        "a web page cannot reach it through a name pointed at this machine (DNS rebinding). "
+        f"""To serve another name, list it in {ALLOWED_HOSTS_SETTING} (e.g. '["myhost.lan"]') """
+        "or configure API keys.",
+        [FieldProblem("Host", rule)],
+    )
+    await response(scope, receive, send)
+
+
 class ApiServer:
-    """One uvicorn server for ``app`` on ``host:port``; ``start``, then ``stop``."""
+    """One uvicorn server for ``app`` on ``host:port``; ``start``, then ``stop``.
+
+    ``host_guard`` (see :meth:`HostGuard.for_api`): the ``Host`` values answered; None: all.
+    """
 
     def __init__(
-        self, app: FastAPI, *, host: str, port: int, graceful_timeout_s: float = 5.0
+        self,
+        app: FastAPI,
+        *,
+        host: str,
+        port: int,
+        graceful_timeout_s: float = 5.0,
+        host_guard: HostGuard | None = None,
     ) -> None:
-        self._app = app
+        self._app: ASGIApp = (
+            app if host_guard is None else HostGuardMiddleware(app, guard=host_guard)
+        )
         self._host = host
         self._port = port
         self._graceful_timeout_s = graceful_timeout_s

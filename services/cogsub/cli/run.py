@@ -25,6 +25,7 @@ from pathlib import Path
 from rich.console import Console
 
 from cogsub.api import ApiServer
+from cogsub.api.auth import HostGuard
 from cogsub.bus.ports import EventBus
 from cogsub.cli.events_file import parse_events_text
 from cogsub.cli.memory import API_FILE, process_alive, read_api_file
@@ -125,7 +126,9 @@ async def _serve_until_stopped(
     *,
     announce: bool,
 ) -> None:
-    server = ApiServer(running.app, host=settings.api.host, port=settings.api.port)
+    api = settings.api
+    guard = HostGuard.for_api(api.host, running.keys, api.allowed_hosts)
+    server = ApiServer(running.app, host=api.host, port=api.port, host_guard=guard)
     await server.start()
     keys = "API keys required" if running.keys is not None else "no API keys"
     console.print(f"API on {server.url} (docs {server.url}/docs, {keys}). Ctrl-C to stop.")

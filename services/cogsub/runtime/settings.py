@@ -146,6 +146,10 @@ class ApiSettings(BaseModel):
         default=50.0, gt=0, description="requests per second per API key (None: no limit)"
     )
     rate_limit_burst: int = Field(default=100, ge=1, le=100_000)
+    allowed_hosts: list[str] = Field(
+        default_factory=list,
+        description="Host names a keyless loopback API answers besides loopback ones ('*': any)",
+    )
 
     @field_validator("keys", mode="before")
     @classmethod
