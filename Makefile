@@ -5,7 +5,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-stamp
 BACKEND ?= embedded
 
-.PHONY: setup run demo test test-fast test-all lint typecheck format bench-ingest bench-recall bench-adapters bench-round-read bench-decay bench-extraction bench-index-writes bench-soak faults experiments clean up down
+.PHONY: setup run demo test test-fast test-all lint typecheck format bench-ingest bench-recall bench-adapters bench-round-read bench-decay bench-extraction bench-index-writes bench-consolidation bench-soak faults experiments clean up down
 
 setup: $(STAMP)
 
@@ -84,6 +84,10 @@ bench-decay: setup
 
 bench-extraction: setup
 	$(BIN)/python -m benchmarks.extraction
+
+# Observation merges on the contrastive pairs: precision on near-misses, paraphrase recall.
+bench-consolidation: setup
+	$(BIN)/python -m benchmarks.consolidation
 
 # The index's copies go under .bench/, on the disk the data directory would use.
 bench-index-writes: setup

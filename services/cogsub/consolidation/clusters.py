@@ -10,6 +10,12 @@ ones :func:`~cogsub.consolidation.similarity.similarity` gives: overlaps are
 exact integers, so the Dice values are the same floats, and a cosine within
 rounding of the threshold, or a closeness within rounding of the best, is
 decided by the scalar functions.
+
+Asked to (``by_details``), clustering never puts two memories whose details
+disagree (:mod:`~cogsub.consolidation.distinct`: a name, a number, an address, a
+date, a negation) in one group, however alike they score: "Alice is allergic to
+peanuts." is no proof that Bob is. Each group keeps what all its members agree on,
+so a link is taken only when it agrees with every member on both sides.
 """
 
 from __future__ import annotations
@@ -21,6 +27,7 @@ from datetime import datetime
 import numpy as np
 import numpy.typing as npt
 
+from cogsub.consolidation.distinct import Details, details
 from cogsub.consolidation.similarity import similarity
 
 #: Rows scored at once: bounds the temporary matrices to ``_BLOCK`` x members.
@@ -41,12 +48,44 @@ class Member:
     proof: int = 1
 
 
+@dataclass(frozen=True)
+class _Agreement:
+    """What every member of a group says alike: its strict details, names, and words."""
+
+    strict: tuple[object, ...]
+    names: frozenset[str]
+    words: frozenset[str]
+    """The words every member has: where another group's names must all be found."""
+
+    @classmethod
+    def of(cls, found: Details) -> _Agreement:
+        return cls(found.strict, found.names, found.words)
+
+    def admits(self, other: _Agreement) -> bool:
+        return (
+            self.strict == other.strict and self.names <= other.words and other.names <= self.words
+        )
+
+    def joined(self, other: _Agreement) -> _Agreement:
+        return _Agreement(self.strict, self.names | other.names, self.words & other.words)
+
+
 def clusters(
-    members: Sequence[Member], *, threshold: float, semantic: bool, min_size: int
+    members: Sequence[Member],
+    *,
+    threshold: float,
+    semantic: bool,
+    min_size: int,
+    by_details: bool = False,
 ) -> list[list[Member]]:
-    """Groups of at least ``min_size`` members, each linked to another above ``threshold``."""
+    """Groups of at least ``min_size`` members, each linked to another above ``threshold``.
+
+    With ``by_details``, a link between members whose details disagree, or that would
+    join a group one of whose members disagrees with the other side, is not taken.
+    """
     ordered = sorted(members, key=lambda m: m.memory_id)
     parent = list(range(len(ordered)))
+    agreed = [_Agreement.of(details(m.text)) for m in ordered] if by_details else []
 
     def root(i: int) -> int:
         while parent[i] != i:
@@ -55,7 +94,14 @@ def clusters(
         return i
 
     for i, j in _linked_pairs(ordered, threshold=threshold, semantic=semantic):
-        parent[root(j)] = root(i)
+        top, below = root(i), root(j)
+        if top == below:
+            continue
+        if by_details:
+            if not agreed[top].admits(agreed[below]):
+                continue
+            agreed[top] = agreed[top].joined(agreed[below])
+        parent[below] = top
     groups: dict[int, list[Member]] = {}
     for i, member in enumerate(ordered):
         groups.setdefault(root(i), []).append(member)

@@ -22,6 +22,7 @@ import structlog
 
 from cogsub.archive.ports import ArchiveStore
 from cogsub.bulk import put_all, update_all
+from cogsub.consolidation.distinct import details, may_merge
 from cogsub.consolidation.similarity import content_words, similarity
 from cogsub.consolidation.writer import DerivedWriter
 from cogsub.core.derived import (
@@ -43,12 +44,21 @@ from cogsub.index.ports import DocumentPatch, MemoryIndex, SearchFilters
 log = structlog.get_logger("cogsub.consolidation")
 
 MERGE_THRESHOLD = 0.85
+#: The key part of a negated statement's id (no content word looks like it).
+_NEGATED = "~negated"
 
 
 def fact_id(bank_id: str, fact: ExtractedFact) -> str:
-    """The id of a statement in a bank: the same content words give the same fact."""
+    """The id of a statement in a bank: the same content words give the same fact.
+
+    Content words leave out "not", "never", "n't": a negated statement gets one more
+    key part, so "Bob eats meat." is not proof of "Bob doesn't eat meat." (statements
+    without a negation keep the ids they always had).
+    """
     words = sorted(content_words(fact.text))
     key = words if words else [fact.text]
+    if details(fact.text).negated:
+        key = [*key, _NEGATED]
     return derived_id(DerivedKind.FACT, bank_id, fact.fact_type.value, *key)
 
 
@@ -354,7 +364,11 @@ class FactStage:
             score = similarity(
                 words, content_words(doc.summary), vector, doc.embedding, semantic=self._semantic
             )
-            if score >= self._merge_threshold and (best is None or score > best[0]):
+            if (
+                score >= self._merge_threshold
+                and (best is None or score > best[0])
+                and may_merge(fact.text, doc.summary)  # "Bob ..." is no proof of "Alice ..."
+            ):
                 best = (score, doc.event_id)
         return best[1] if best else None
 

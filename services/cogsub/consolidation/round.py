@@ -81,6 +81,8 @@ class ConsolidationPolicy:
     min_cluster: int = 2
     topic_threshold: float = 0.4
     semantic: bool = False
+    #: Never group memories that differ in a name, number, address, date or negation.
+    by_details: bool = True
     decay_rate: float = 0.9
     decay_floor: float = 0.05
     epoch: timedelta = timedelta(days=1)
@@ -209,6 +211,7 @@ class ConsolidationRound:
             threshold=policy.cluster_threshold,
             semantic=policy.semantic,
             min_size=policy.min_cluster,
+            by_details=policy.by_details,
         )
         return [(group, medoid(group, semantic=policy.semantic)) for group in groups]
 
