@@ -1,8 +1,10 @@
 """Consolidation and retrieval feedback routes.
 
 ``POST /v1/banks/{bank_id}/consolidate`` runs one bounded round of the bank and
-returns what it produced; ``POST /v1/banks/{bank_id}/feedback`` tells the
-substrate what the agent did with recalled memories (returned / used / helpful).
+returns what it produced, once every memory acknowledged before the call is
+ingested and extracted (503 when that takes too long);
+``POST /v1/banks/{bank_id}/feedback`` tells the substrate what the agent did
+with recalled memories (returned / used / helpful).
 """
 
 from __future__ import annotations
@@ -29,10 +31,18 @@ class FeedbackResult(BaseModel):
     "/consolidate",
     operation_id="consolidate",
     summary="Run one consolidation round: observations, preferences, procedure repairs, decay",
-    responses=BANK_ERRORS,
+    responses={
+        **BANK_ERRORS,
+        503: {
+            "model": ErrorBody,
+            "description": "What was acknowledged before the call is not yet ingested and "
+            "extracted (the message names the consumer group), or a backend is unavailable",
+        },
+    },
 )
 async def consolidate(bank_id: Bank, state: State) -> ConsolidationReport:
-    """Idempotent: a second round over the same memories produces nothing new."""
+    """Covers every memory acknowledged before the call, so a retain without ``wait`` just
+    before is in it. Idempotent: a second round over the same memories produces nothing new."""
     if state.consolidate is None:
         raise UnavailableError("consolidation is not wired into this API process")
     return await state.consolidate(bank_id)

@@ -5,7 +5,8 @@ extraction on ``experience.enriched``, rounds on ``consolidation.request`` and
 on its schedule, until SIGINT/SIGTERM (what it polled is finished and committed).
 
 It goes where `cogsub recall` goes (``--url``, a `cogsub run` serving the data
-directory, or the embedded stack in-process) and runs one bounded round:
+directory, or the embedded stack in-process) and, once everything acknowledged
+before it is ingested and extracted, runs one bounded round:
 observations, corrections distilled into preferences and procedure repairs,
 the conflict rule, and one epoch of decay. A second run over the same memories
 produces nothing new.

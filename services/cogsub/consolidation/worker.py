@@ -4,7 +4,10 @@ One consumer group reads both topics. An enriched announcement is extracted
 into facts; a ``consolidation.request`` (``{"bankId": ...}``) runs a round of
 that bank; every ``schedule_s`` the banks that received facts since the last
 scheduled round get one too, in a background task, so extraction does not
-wait for them. Offsets are committed after the effects. Output
+wait for them. A round asked for on demand first waits until every memory
+acknowledged before the ask is ingested and extracted (:class:`Backlog`).
+Offsets are committed after the effects; a commit a rebalance refuses is
+left for the partition's next owner or a later commit. Output
 an extractor rejects, and requests that are not JSON with a bank, go to
 ``consolidation.dlq`` with the original bytes and why — they never stop a
 partition. A backend that is down is retried with backoff, never skipped.
@@ -16,7 +19,8 @@ import asyncio
 import contextlib
 import json
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass
 from typing import TypeVar
 
 import structlog
@@ -25,7 +29,7 @@ from pydantic import TypeAdapter, ValidationError
 from cogsub.bus.ports import Consumer, EventBus, Record
 from cogsub.consolidation.facts import FactStage, PlannedBatch
 from cogsub.consolidation.round import ConsolidationRound
-from cogsub.core.errors import CogsubError, FieldProblem, InvalidInputError
+from cogsub.core.errors import CogsubError, FieldProblem, InvalidInputError, UnavailableError
 from cogsub.core.events import SafeId
 from cogsub.core.memory import ConsolidationReport
 from cogsub.core.topics import (
@@ -33,6 +37,7 @@ from cogsub.core.topics import (
     CONSOLIDATION_REQUEST,
     CONSOLIDATION_TOPICS,
     EXPERIENCE_ENRICHED,
+    EXPERIENCE_RAW,
     STAGE1_TOPICS,
 )
 from cogsub.extraction.ports import ExtractionRejected
@@ -44,6 +49,10 @@ MAX_BACKOFF_S = 5.0
 DLQ_KIND_HEADER = "cogsub-dlq-kind"
 DLQ_REASON_HEADER = "cogsub-dlq-reason"
 DLQ_SOURCE_HEADER = "cogsub-dlq-source"
+CATCH_UP_S = 20.0  # under the SDK's 30 s request timeout, so the caller hears why
+
+Position = tuple[str, int]
+"""A partition: ``(topic, partition)``."""
 
 
 def request_payload(bank_id: str) -> bytes:
@@ -63,6 +72,44 @@ def requested_bank(value: bytes) -> str:
         ) from exc
 
 
+def not_yet_committed(
+    target: Mapping[Position, int], committed: Mapping[Position, int | None]
+) -> int:
+    """How many records before ``target`` (a topic's end offsets) a group has not committed."""
+    return sum(max(0, end - (committed.get(at) or 0)) for at, end in target.items())
+
+
+@dataclass(frozen=True)
+class Backlog:
+    """What a consumer group still has to commit of what a topic held at some moment."""
+
+    bus: EventBus
+    interval_s: float = 0.05
+
+    async def ends(self, topic: str) -> dict[Position, int]:
+        """The topic's end offsets now: every record acknowledged so far lies before them."""
+        stats = await self.bus.topic_stats(topic)
+        return {(p.topic, p.partition): p.end_offset for p in stats.partitions}
+
+    async def left(self, topic: str, group: str, target: Mapping[Position, int]) -> int:
+        stats = await self.bus.topic_stats(topic, group=group)
+        committed = {(p.topic, p.partition): p.committed for p in stats.partitions}
+        return not_yet_committed(target, committed)
+
+    async def until_committed(
+        self, topic: str, group: str, target: Mapping[Position, int], *, deadline: float
+    ) -> None:
+        """Return once ``group`` has committed up to ``target``; give up at ``deadline``."""
+        while (left := await self.left(topic, group, target)) > 0:
+            if time.monotonic() >= deadline:
+                raise UnavailableError(
+                    f"{left} records of {topic} acknowledged before this call are not yet "
+                    f"processed by consumer group {group!r}; is its worker running? "
+                    "Try again later."
+                )
+            await asyncio.sleep(self.interval_s)
+
+
 class ConsolidationWorker:
     """Consumes enriched events and round requests for every bank."""
 
@@ -79,8 +126,13 @@ class ConsolidationWorker:
         linger_s: float = 0.25,
         stop_grace_s: float = 10.0,
         on_round: Callable[[ConsolidationReport], None] | None = None,
+        ingestion_group: str = "ingestion",
+        catch_up_s: float = CATCH_UP_S,
     ) -> None:
         self._bus = bus
+        self._backlog = Backlog(bus)
+        self._ingestion_group = ingestion_group
+        self._catch_up_s = catch_up_s
         self._rounds = rounds
         self._facts = facts
         self._group = group
@@ -165,7 +217,20 @@ class ConsolidationWorker:
         for record in records:
             if record.topic != EXPERIENCE_ENRICHED:
                 await self._until_done(record, stop)
-        await consumer.commit(records)
+        await self._commit(records, consumer)
+
+    async def _commit(self, records: list[Record], consumer: Consumer) -> None:
+        """Commit the batch; one a rebalance refuses is left "not committed yet"."""
+        try:
+            await consumer.commit(records)
+        except CogsubError as exc:
+            if not exc.retryable:
+                raise
+            # Its effects are durable and idempotent (input-derived fact ids, write-once
+            # evidence, rounds that add nothing the second time): the partition's next
+            # owner reads it again, or a later commit of this member covers it.
+            # Retrying here would race the consumer's rejoin.
+            log.warning("consolidation_commit_failed", error=str(exc), size=len(records))
 
     async def _within_grace(self, task: asyncio.Task[None], what: str) -> None:
         """Give ``task`` (a round, or a batch's writes) ``stop_grace_s`` to end, then cancel it.
@@ -209,16 +274,27 @@ class ConsolidationWorker:
         Extraction is not on anyone's answer path, and its writes cost a sync per batch
         whatever the batch's size: waiting a moment for more is what keeps up under load.
         """
-        records = await consumer.poll(max_records=self._batch_size, timeout_s=self._poll_timeout_s)
+        records = await self._poll(consumer, self._batch_size, self._poll_timeout_s, stop)
         deadline = time.monotonic() + self._linger_s
         while records and len(records) < self._batch_size and not stop.is_set():
             left = deadline - time.monotonic()
             if left <= 0:
                 break
-            records += await consumer.poll(
-                max_records=self._batch_size - len(records), timeout_s=left
-            )
+            records += await self._poll(consumer, self._batch_size - len(records), left, stop)
         return records
+
+    async def _poll(
+        self, consumer: Consumer, max_records: int, timeout_s: float, stop: asyncio.Event
+    ) -> list[Record]:
+        """A poll; one a rebalance interrupts is tried again (the member rejoins)."""
+        try:
+            return await self._retrying(
+                lambda: consumer.poll(max_records=max_records, timeout_s=timeout_s), stop, "poll"
+            )
+        except CogsubError as exc:
+            if exc.retryable:  # asked to stop meanwhile: nothing was polled
+                return []
+            raise
 
     async def scheduled_round(self) -> list[ConsolidationReport]:
         """A round for each bank that received facts since the last scheduled round."""
@@ -275,6 +351,25 @@ class ConsolidationWorker:
         if self._on_round is not None:
             self._on_round(report)
         return report
+
+    async def round_of_acknowledged(self, bank_id: str) -> ConsolidationReport:
+        """A round of ``bank_id`` that sees every memory acknowledged before the call.
+
+        Ingestion announces a memory on ``experience.enriched`` before it commits it,
+        so once the ingestion group has passed what ``experience.raw`` held at the
+        call, the announcements to extract are all before the enriched topic's end.
+        Raises ``UnavailableError`` when that takes longer than ``catch_up_s``.
+        """
+        deadline = time.monotonic() + self._catch_up_s
+        raw = await self._backlog.ends(EXPERIENCE_RAW)
+        await self._backlog.until_committed(
+            EXPERIENCE_RAW, self._ingestion_group, raw, deadline=deadline
+        )
+        enriched = await self._backlog.ends(EXPERIENCE_ENRICHED)
+        await self._backlog.until_committed(
+            EXPERIENCE_ENRICHED, self._group, enriched, deadline=deadline
+        )
+        return await self.round_of(bank_id)
 
     async def _dead_letter(self, record: Record, kind: str, reason: str) -> None:
         log.warning("consolidation_dead_letter", topic=record.topic, kind=kind, reason=reason)

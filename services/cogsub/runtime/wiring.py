@@ -349,9 +349,10 @@ class Consolidation:
 
     async def run_round(self, bank_id: str) -> ConsolidationReport:
         """A round asked for over the API: counted like any other, never beside one of the
-        worker's on the same bank (two decay passes would each step the pages they reach)."""
+        worker's on the same bank (two decay passes would each step the pages they reach),
+        and only once what was acknowledged before it is ingested and extracted."""
         await self.worker.prepare()
-        return await self.worker.round_of(bank_id)
+        return await self.worker.round_of_acknowledged(bank_id)
 
     async def aclose(self) -> None:
         if self.extractor is not None:
@@ -412,6 +413,7 @@ def build_consolidation(stack: Stack) -> Consolidation:
         poll_timeout_s=stack.settings.ingestion.poll_timeout_s,
         batch_size=tuning.batch_size,
         on_round=stack.metrics.record_round,
+        ingestion_group=stack.settings.ingestion.group,
     )
     return Consolidation(rounds=rounds, worker=worker, extractor=extractor)
 
