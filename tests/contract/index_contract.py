@@ -30,7 +30,7 @@ import numpy as np
 import pytest
 
 from cogsub.bulk import update_all
-from cogsub.core import ConfigurationError, ConflictError, FactType, IndexDocument, NotFoundError
+from cogsub.core import ConfigurationError, FactType, IndexDocument, NotFoundError
 from cogsub.core.errors import InvalidInputError
 from cogsub.index.ports import (
     DecayedPage,
@@ -294,17 +294,28 @@ class MemoryIndexContract:
         hits = await index.search_text("number123", SearchFilters(bank_id=bank), size=5)
         assert ids(hits) == [f"{bank}-n123"]
 
-    async def test_upsert_of_an_event_id_owned_by_another_bank_is_refused(
-        self, index: MemoryIndex, bank: str, other_bank: str
+    async def test_one_event_id_in_two_banks_is_two_independent_documents(
+        self, index: MemoryIndex, bank: str, other_bank: str, kind: SearchKind
     ) -> None:
-        original = self.doc(bank, "owned", summary="belongs to the first bank")
-        await index.upsert([original])
-        intruder = original.model_copy(update={"bank_id": other_bank, "summary": "hijacked"})
-        with pytest.raises(ConflictError):
-            await index.upsert([intruder])
-        assert_same_document(await index.get(bank, original.event_id), original)
-        assert await index.get(other_bank, original.event_id) is None
-        assert await index.count(other_bank) == 0
+        mine = self.doc(bank, "shared", summary="kiwi belongs to the first bank", importance=0.2)
+        theirs = mine.model_copy(update={"bank_id": other_bank, "summary": "kiwi of the second"})
+        await index.upsert([mine])
+        await index.upsert([theirs])
+        assert_same_document(await index.get(bank, mine.event_id), mine)
+        assert_same_document(await index.get(other_bank, mine.event_id), theirs)
+        assert await index.present(other_bank, [mine.event_id]) == {mine.event_id}
+        assert await self.found(index, kind, bank) == {"shared"}
+        await index.update(other_bank, mine.event_id, DocumentPatch(retrieval_count_increment=4))
+        assert (await index.get(bank, mine.event_id)).retrieval_count == mine.retrieval_count  # type: ignore[union-attr]
+        assert await index.delete_many(other_bank, [mine.event_id]) == 1
+        assert await index.get(other_bank, mine.event_id) is None
+        assert_same_document(await index.get(bank, mine.event_id), mine)
+        assert await self.found(index, kind, bank) == {"shared"}
+        assert await self.found(index, kind, other_bank) == set()
+        # Both in one call: still two documents.
+        await index.upsert([mine, theirs])
+        assert await index.count(bank) == 1
+        assert await index.count(other_bank) == 1
 
     async def test_embedding_of_another_dimension_is_refused(
         self, index: MemoryIndex, bank: str

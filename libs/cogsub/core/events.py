@@ -36,6 +36,9 @@ MAX_TAG_LENGTH = 64
 MAX_EMBEDDING_DIMENSION = 4_096
 MAX_EVENT_BYTES = 1_048_576
 
+#: The bank of an event that names none (the seed's events name none).
+DEFAULT_BANK = "default"
+
 _SAFE_ID = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.:@+-]*")
 
 
@@ -91,7 +94,18 @@ def _require_iso_text(value: object) -> object:
     return value
 
 
-Timestamp = Annotated[AwareDatetime, BeforeValidator(_require_iso_text)]
+def _representable_in_utc(value: datetime) -> datetime:
+    # Keys, documents and ranking all work on the UTC instant: year 1 at +05:00 has none.
+    try:
+        value.astimezone(UTC)
+    except OverflowError:
+        raise ValueError("must fall between years 1 and 9999 once converted to UTC") from None
+    return value
+
+
+#: An aware datetime that has a UTC instant (what every request timestamp must be).
+Instant = Annotated[AwareDatetime, AfterValidator(_representable_in_utc)]
+Timestamp = Annotated[Instant, BeforeValidator(_require_iso_text)]
 Score = Annotated[float, Field(ge=0.0, le=1.0, allow_inf_nan=False)]
 ShortText = Annotated[str, Field(max_length=MAX_SHORT_TEXT_LENGTH)]
 Tag = Annotated[str, Field(min_length=1, max_length=MAX_TAG_LENGTH)]
@@ -162,9 +176,10 @@ class EventEvaluation(WireModel):
 def format_timestamp(value: datetime) -> str:
     """UTC ISO-8601 with a ``Z``; milliseconds when that loses nothing."""
     utc = value.astimezone(UTC)
-    if utc.microsecond % 1000 == 0:
-        return utc.strftime("%Y-%m-%dT%H:%M:%S.") + f"{utc.microsecond // 1000:03d}Z"
-    return utc.strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+    micro = utc.microsecond
+    fraction = f"{micro // 1000:03d}" if micro % 1000 == 0 else f"{micro:06d}"
+    # The year by hand: strftime's %Y does not zero-pad years before 1000 on every libc.
+    return f"{utc.year:04d}-{utc:%m-%dT%H:%M:%S}.{fraction}Z"
 
 
 class ExperienceEvent(WireModel):
@@ -181,7 +196,7 @@ class ExperienceEvent(WireModel):
     evaluation: EventEvaluation | None = None
     importance_score: Score = 0.0
     tags: list[Tag] = Field(default_factory=list, max_length=MAX_TAGS)
-    bank_id: SafeId = "default"
+    bank_id: SafeId = DEFAULT_BANK
     fact_type: FactType | None = None
 
     @field_serializer("timestamp")

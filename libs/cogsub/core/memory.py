@@ -11,9 +11,17 @@ from __future__ import annotations
 from enum import StrEnum
 from typing import Annotated
 
-from pydantic import AwareDatetime, BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field
 
-from cogsub.core.events import MAX_TAGS, MAX_TEXT_LENGTH, FactType, SafeId, ShortText, Tag
+from cogsub.core.events import (
+    MAX_TAGS,
+    MAX_TEXT_LENGTH,
+    FactType,
+    Instant,
+    SafeId,
+    ShortText,
+    Tag,
+)
 
 MAX_QUERY_LENGTH = 4_096
 MAX_RECALL_K = 100
@@ -42,7 +50,7 @@ class RetainRequest(BoundaryModel):
     content: str = Field(min_length=1, max_length=MAX_TEXT_LENGTH)
     fact_type: FactType | None = None
     tags: list[Tag] = Field(default_factory=list, max_length=MAX_TAGS - 2)
-    timestamp: AwareDatetime | None = None
+    timestamp: Instant | None = None
     context: RetainContext = Field(default_factory=RetainContext)
     memory_id: SafeId | None = Field(
         default=None, description="client-chosen id; retrying with the same id is idempotent"
@@ -64,14 +72,19 @@ class RetainResult(BoundaryModel):
     object_storage_key: str
     recallable: bool
     version: int | None = None
+    reinforced: bool = Field(
+        default=False,
+        description="the bank already held this content as this type: that memory was "
+        "reinforced and its id returned, nothing new was stored",
+    )
 
 
 class RecallRequest(BoundaryModel):
     query: str = Field(min_length=1, max_length=MAX_QUERY_LENGTH)
     types: list[FactType] | None = None
     tags: list[Tag] | None = None
-    since: AwareDatetime | None = None
-    until: AwareDatetime | None = None
+    since: Instant | None = None
+    until: Instant | None = None
     k: int = Field(default=10, ge=1, le=MAX_RECALL_K)
     max_tokens: int | None = Field(default=None, ge=1, le=1_000_000)
     prefer_observations: bool = False

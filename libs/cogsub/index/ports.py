@@ -2,8 +2,11 @@
 
 Contract every adapter keeps:
 
-- ``upsert`` is idempotent by ``event_id``: the same document twice leaves one
-  row; a changed document replaces the row. Documents are visible to search
+- A document is identified by (``bank_id``, ``event_id``): the same
+  ``event_id`` in two banks is two independent documents, and nothing done
+  to one (update, decay, delete) touches the other.
+- ``upsert`` is idempotent by that identity: the same document twice leaves
+  one row; a changed document replaces the row. Documents are visible to search
   when ``upsert`` returns (adapters refresh as needed).
 - Every read takes a ``bank_id`` and never returns a document of another
   bank — not by search, filter, nor id.
@@ -12,8 +15,7 @@ Contract every adapter keeps:
   return at most ``size`` hits, best first, each with the engine's raw score.
 - Filters: ``since`` inclusive, ``until`` exclusive (naive datetimes are UTC);
   tags match exactly; an empty ``fact_types`` or ``tags_any`` set matches nothing.
-- ``upsert`` of an ``event_id`` owned by another bank raises ``ConflictError``
-  and writes nothing; a document embedding of the wrong length raises
+- A document embedding of the wrong length raises
   ``ConfigurationError``, a query vector of the wrong length ``InvalidInputError``.
 - ``update`` changes only the ranking signals and tags named in the patch,
   atomically against concurrent updates (a read-modify-write of the whole

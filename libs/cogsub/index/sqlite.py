@@ -2,7 +2,7 @@
 
 Storage (one file, or ``":memory:"`` for the in-process fake):
 
-- ``documents``: one row per ``event_id`` (unique) with the IndexDocument JSON
+- ``documents``: one row per (``bank_id``, ``event_id``) (unique) with the IndexDocument JSON
   (minus the embedding), the filter columns (``bank_id``, ``fact_type``,
   ``ts_us`` = event time in epoch microseconds, ``importance_score``, ``tags``
   as a JSON array), the embedding as a little-endian float32 BLOB, and ``seq``,
@@ -12,7 +12,7 @@ Storage (one file, or ``":memory:"`` for the in-process fake):
 - ``text_N``: FTS5 over ``summary`` and ``tags`` (porter stemming, unicode61,
   diacritics removed), written in the same transaction as the row; a table per
   bank (``text_tables`` says which), shared in turn past ``_TEXT_TABLES`` banks.
-- ``tombstones``: ``event_id`` and ``seq`` of deleted rows, so that other
+- ``tombstones``: ``bank_id``, ``event_id`` and ``seq`` of deleted rows, so that other
   connections can catch up incrementally.
 
 Text search ORs the quoted query terms (:mod:`cogsub.index.text_query`) and
@@ -39,8 +39,9 @@ so a forgotten memory's text is readable in none of the files.
 Semantics beyond the port: ``since`` is inclusive and ``until`` exclusive (both
 on the event timestamp; naive datetimes are UTC); ``tags_any`` matches tags
 exactly; an empty ``fact_types``/``tags_any`` set matches nothing; embeddings
-come back rounded to float32; upserting an ``event_id`` that belongs to another
-bank raises ``ConflictError`` and writes nothing. Writes, vector searches and the
+come back rounded to float32; the same ``event_id`` in two banks is two
+documents (schema 3; an index of schema 2, where ``event_id`` alone was unique,
+is rebuilt in place when opened). Writes, vector searches and the
 vector matrix live on one worker thread per instance, which also serialises this
 instance's writes; lookups, text searches, neighbours, scans and counts run on two
 reader threads, each with a read-only connection of its own (a file in WAL mode,
@@ -103,7 +104,7 @@ __all__ = ["WAL_CHECKPOINT_PAGES", "SqliteMemoryIndex"]
 _T = TypeVar("_T")
 _log = structlog.get_logger(__name__)
 
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 #: BM25 column weights (summary, tags): tags are short, so full weight would let them dominate.
 _BM25_WEIGHTS = "1.0, 0.5"
 _TEXT_COLUMNS = "summary, tags, tokenize = 'porter unicode61 remove_diacritics 2'"
@@ -136,16 +137,9 @@ _SQLITE_CANTOPEN = 14
 #: Each try that cannot truncate still checkpoints what it can, like a passive checkpoint.
 _TRUNCATE_RETRY_S = 1.0
 
-_SCHEMA = f"""
-CREATE TABLE IF NOT EXISTS index_state (
-    id INTEGER PRIMARY KEY CHECK (id = 1),
-    seq INTEGER NOT NULL,
-    dimension INTEGER
-);
-INSERT OR IGNORE INTO index_state (id, seq, dimension) VALUES (1, 0, NULL);
-CREATE TABLE IF NOT EXISTS documents (
+_DOCUMENT_COLUMNS = """
     doc_id INTEGER PRIMARY KEY,
-    event_id TEXT NOT NULL UNIQUE,
+    event_id TEXT NOT NULL,
     bank_id TEXT NOT NULL,
     fact_type TEXT,
     ts_us INTEGER NOT NULL,
@@ -155,10 +149,19 @@ CREATE TABLE IF NOT EXISTS documents (
     summary TEXT NOT NULL,
     body TEXT NOT NULL,
     embedding BLOB NOT NULL
+"""
+
+_SCHEMA = f"""
+CREATE TABLE IF NOT EXISTS index_state (
+    id INTEGER PRIMARY KEY CHECK (id = 1),
+    seq INTEGER NOT NULL,
+    dimension INTEGER
 );
--- A bank in id order: scan pages seek to their cursor instead of sorting the whole bank
--- per page (65 ms a page at 23k documents a bank before, so a full walk was quadratic).
-CREATE INDEX IF NOT EXISTS documents_by_bank_and_id ON documents (bank_id, event_id);
+INSERT OR IGNORE INTO index_state (id, seq, dimension) VALUES (1, 0, NULL);
+CREATE TABLE IF NOT EXISTS documents ({_DOCUMENT_COLUMNS});
+-- A document's identity, and a bank in id order: scan pages seek to their cursor instead of
+-- sorting the whole bank per page (65 ms a page at 23k documents a bank before).
+CREATE UNIQUE INDEX IF NOT EXISTS documents_by_bank_and_id ON documents (bank_id, event_id);
 DROP INDEX IF EXISTS documents_by_bank;
 -- Covers the text search join, which otherwise reads ~2 KB rows (mostly embedding) per match.
 CREATE INDEX IF NOT EXISTS documents_filter
@@ -173,8 +176,10 @@ CREATE INDEX IF NOT EXISTS documents_in_replay_order ON documents (
 CREATE INDEX IF NOT EXISTS documents_by_session
     ON documents (bank_id, json_extract(body, '$.session_id'), ts_us, event_id);
 CREATE TABLE IF NOT EXISTS tombstones (
-    event_id TEXT PRIMARY KEY,
-    seq INTEGER NOT NULL
+    bank_id TEXT NOT NULL,
+    event_id TEXT NOT NULL,
+    seq INTEGER NOT NULL,
+    PRIMARY KEY (bank_id, event_id)
 ) WITHOUT ROWID;
 CREATE INDEX IF NOT EXISTS tombstones_by_seq ON tombstones (seq);
 -- Which FTS5 table (``text_N``) holds a bank's rows; the tables are made as banks appear.
@@ -205,10 +210,8 @@ _ROW_COLUMNS = "doc_id, event_id, bank_id, fact_type, ts_us, importance_score, t
 _DECAY_FACTOR: TypeAdapter[float] = TypeAdapter(
     Annotated[float, *IndexDocument.model_fields["decay_factor"].metadata]
 )
-# Listed ids of one bank. The unary + keeps the planner on the unique event_id index: with
-# a bank-only index it walked the whole bank for an IN list, 46 ms against 1.6 ms for 300
-# ids in a bank of 23k (measured on a soak's index).
-_BY_IDS_IN_BANK = "+bank_id = ? AND event_id IN (SELECT value FROM json_each(?))"
+# Listed ids of one bank, found through the (bank_id, event_id) identity index.
+_BY_IDS_IN_BANK = "bank_id = ? AND event_id IN (SELECT value FROM json_each(?))"
 
 
 def _nothing(conn: sqlite3.Connection) -> None:
@@ -367,8 +370,13 @@ def _block_bytes(size: int) -> int:
     return size if size > 512 else -(-size // 16) * 16
 
 
-def _entry_bytes(event_id: str, slot: int) -> int:
-    return _block_bytes(sys.getsizeof(event_id)) + _block_bytes(sys.getsizeof(slot))
+def _entry_bytes(key: str, slot: int) -> int:
+    return _block_bytes(sys.getsizeof(key)) + _block_bytes(sys.getsizeof(slot))
+
+
+def _slot_key(bank_id: str, event_id: str) -> str:
+    """One string per document identity (ids never hold a control character)."""
+    return f"{bank_id}\x1f{event_id}"
 
 
 class _Vectors:
@@ -447,22 +455,23 @@ class _Vectors:
 
     def put(self, rows: Sequence[tuple[Any, ...]]) -> None:
         """Insert or replace rows of ``_ROW_COLUMNS``; the last row of an event wins."""
-        latest = list({row[1]: row for row in rows}.values())
+        latest = list({(row[2], row[1]): row for row in rows}.values())
         if not latest:
             return
         slots = np.empty(len(latest), dtype=np.int64)
         for index, (doc_id, event_id, bank_id, fact, ts_us, importance, tags, _) in enumerate(
             latest
         ):
-            slot = self.slot_of.get(event_id)
+            key = _slot_key(bank_id, event_id)
+            slot = self.slot_of.get(key)
             if slot is None:
                 if self.free:
                     slot = self.free.pop()
                 else:
                     self.reserve(self.used + 1)
                     slot, self.used = self.used, self.used + 1
-                self.slot_of[event_id] = slot
-                self._id_bytes += _entry_bytes(event_id, slot)
+                self.slot_of[key] = slot
+                self._id_bytes += _entry_bytes(key, slot)
             slots[index] = slot
             self.doc_ids[slot] = doc_id
             self.banks[slot] = self.bank_codes.setdefault(bank_id, len(self.bank_codes))
@@ -477,23 +486,24 @@ class _Vectors:
         norms = np.linalg.norm(matrix, axis=1, keepdims=True)
         self.columns[:, slots] = (matrix / np.where(norms > 0, norms, 1.0)).T
 
-    def remove(self, event_id: str) -> None:
-        slot = self.slot_of.pop(event_id, None)
+    def remove(self, bank_id: str, event_id: str) -> None:
+        key = _slot_key(bank_id, event_id)
+        slot = self.slot_of.pop(key, None)
         if slot is None:
             return
-        self._id_bytes -= _entry_bytes(event_id, slot)
+        self._id_bytes -= _entry_bytes(key, slot)
         self._tags.release(int(self.tag_sets[slot]))
         self.tag_sets[slot] = 0
         self.banks[slot] = -1
         self.columns[:, slot] = 0.0
         self.free.append(slot)
 
-    def remove_all(self, event_ids: Sequence[str]) -> None:
+    def remove_all(self, bank_id: str, event_ids: Sequence[str]) -> None:
         for event_id in event_ids:
-            self.remove(event_id)
+            self.remove(bank_id, event_id)
 
-    def set_importance(self, event_id: str, value: float) -> None:
-        slot = self.slot_of.get(event_id)
+    def set_importance(self, bank_id: str, event_id: str, value: float) -> None:
+        slot = self.slot_of.get(_slot_key(bank_id, event_id))
         if slot is not None:
             self.importance[slot] = value
 
@@ -767,6 +777,7 @@ class SqliteMemoryIndex:
                 raise ConfigurationError(
                     f"index schema version {version} is newer than this code ({SCHEMA_VERSION})"
                 )
+            _identity_per_bank(conn)
             conn.executescript(f"BEGIN IMMEDIATE;{_SCHEMA}COMMIT;")
             _split_text_by_bank(conn)
         except BaseException:
@@ -795,7 +806,6 @@ class SqliteMemoryIndex:
 
         Raises:
             ConfigurationError: an embedding whose length is not the index's dimension.
-            ConflictError: an ``event_id`` that already belongs to another bank.
             InvalidInputError: a timestamp that is not ISO-8601, or a non-finite embedding.
         """
         if documents:
@@ -931,10 +941,10 @@ class SqliteMemoryIndex:
                 _log.info("index_vectors_loaded", documents=vectors.used, elapsed_ms=elapsed_ms)
             elif seq != vectors.seq:
                 deleted = conn.execute(
-                    "SELECT event_id FROM tombstones WHERE seq > ?", (vectors.seq,)
+                    "SELECT bank_id, event_id FROM tombstones WHERE seq > ?", (vectors.seq,)
                 ).fetchall()
-                for (event_id,) in deleted:
-                    vectors.remove(event_id)
+                for bank_id, event_id in deleted:
+                    vectors.remove(bank_id, event_id)
                 cursor = conn.execute(
                     f"SELECT {_ROW_COLUMNS} FROM documents WHERE seq > ?", (vectors.seq,)
                 )
@@ -1095,14 +1105,14 @@ class SqliteMemoryIndex:
                 )
             _insert_rows(
                 conn,
-                "INSERT OR REPLACE INTO tombstones (event_id, seq) VALUES (?, ?)",
-                [(event_id, seq) for _, event_id in found],
+                "INSERT OR REPLACE INTO tombstones (bank_id, event_id, seq) VALUES (?, ?, ?)",
+                [(bank_id, event_id, seq) for _, event_id in found],
             )
             conn.execute("UPDATE index_state SET seq = ?", (seq,))
             if text_table is not None:
                 _purge_text(conn, text_table)
         gone = [event_id for _, event_id in found]
-        self._after_write(seq, lambda vectors: vectors.remove_all(gone))
+        self._after_write(seq, lambda vectors: vectors.remove_all(bank_id, gone))
         self._truncate_wal(conn)
         return len(found)
 
@@ -1370,6 +1380,33 @@ def _text_table_to_write(conn: sqlite3.Connection, bank_id: str) -> str:
     return f"text_{number}"
 
 
+def _identity_per_bank(conn: sqlite3.Connection) -> None:
+    """Rebuild a schema-2 file, where ``event_id`` alone was unique, for per-bank identity.
+
+    The rows keep their ``doc_id`` (the FTS tables' rowids); the tombstones only let
+    live caches catch up, and no cache outlives the process that opens an older file.
+    One transaction: a crash leaves the old tables whole, and the next open redoes it.
+    """
+    with _transaction(conn, write=True):
+        (version,) = conn.execute("PRAGMA user_version").fetchone()
+        table = "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'documents'"
+        if version >= SCHEMA_VERSION or conn.execute(table).fetchone() is None:
+            return
+        started = time.perf_counter()
+        conn.execute(f"CREATE TABLE documents_per_bank ({_DOCUMENT_COLUMNS})")
+        columns = "doc_id, event_id, bank_id, fact_type, ts_us, importance_score, tags, seq,"
+        columns += " summary, body, embedding"
+        conn.execute(
+            f"INSERT INTO documents_per_bank ({columns}) SELECT {columns} FROM documents"  # noqa: S608 - ours
+        )
+        conn.execute("DROP TABLE documents")
+        conn.execute("ALTER TABLE documents_per_bank RENAME TO documents")
+        conn.execute("DROP TABLE IF EXISTS tombstones")
+        (rows,) = conn.execute("SELECT count(*) FROM documents").fetchone()
+    elapsed_ms = round(1000 * (time.perf_counter() - started))
+    _log.info("index_identity_per_bank", documents=rows, elapsed_ms=elapsed_ms)
+
+
 def _split_text_by_bank(conn: sqlite3.Connection) -> None:
     """Move a version-1 file's one FTS table of all banks into tables per bank.
 
@@ -1442,17 +1479,18 @@ def _write_all(
     instead of four statements per document: an ingestion batch is hundreds of
     new documents, and each statement is a round trip through the sqlite3 module.
     """
-    ids = [doc.event_id for doc in documents]
+    ids = [(doc.bank_id, doc.event_id) for doc in documents]
     if len(set(ids)) != len(ids):  # a later copy must see the earlier one: one at a time
         return [
             _write(conn, doc, ts_us, blob, seq)
             for doc, (ts_us, blob) in zip(documents, prepared, strict=True)
         ]
-    found: dict[str, tuple[int, str, str, str]] = {
-        event_id: (doc_id, bank_id, summary, tags)
+    found: dict[tuple[str, str], tuple[int, str, str]] = {
+        (bank_id, event_id): (doc_id, summary, tags)
         for event_id, doc_id, bank_id, summary, tags in conn.execute(
-            "SELECT event_id, doc_id, bank_id, summary, tags FROM documents"
-            " WHERE event_id IN (SELECT value FROM json_each(?))",
+            "SELECT d.event_id, d.doc_id, d.bank_id, d.summary, d.tags FROM json_each(?) AS j"
+            " JOIN documents AS d"
+            " ON d.bank_id = j.value ->> '$[0]' AND d.event_id = j.value ->> '$[1]'",
             (json.dumps(ids),),
         )
     }
@@ -1465,16 +1503,14 @@ def _write_all(
     rows: list[tuple[Any, ...]] = []
     for doc, (ts_us, blob) in zip(documents, prepared, strict=True):
         fact, tags, values = _columns(doc, ts_us, blob, seq)
-        old = found.get(doc.event_id)
+        old = found.get((doc.bank_id, doc.event_id))
         if old is None:
             doc_id = next_id
             next_id += 1
             inserts.append((*values, doc.event_id, doc_id))
             fts_stale = True
         else:
-            doc_id, bank_id, old_summary, old_tags = old
-            if bank_id != doc.bank_id:
-                raise ConflictError(f"event {doc.event_id} already belongs to another bank")
+            doc_id, old_summary, old_tags = old
             updates.append((*values, doc_id))
             fts_stale = (old_summary, old_tags) != (doc.summary, tags)
             if fts_stale:
@@ -1487,8 +1523,9 @@ def _write_all(
     if inserts:
         _insert_rows(conn, _INSERT_DOCUMENTS, inserts)
         conn.execute(
-            "DELETE FROM tombstones WHERE event_id IN (SELECT value FROM json_each(?))",
-            (json.dumps([row[-2] for row in inserts]),),
+            "DELETE FROM tombstones WHERE (bank_id, event_id) IN"
+            " (SELECT value ->> '$[0]', value ->> '$[1]' FROM json_each(?))",
+            (json.dumps([[row[0], row[-2]] for row in inserts]),),
         )
     if updates:
         conn.executemany(_UPDATE_DOCUMENT, updates)
@@ -1538,7 +1575,8 @@ def _write(
     """Insert or update one document and its FTS row; returns it as ``_ROW_COLUMNS``."""
     fact, tags, values = _columns(doc, ts_us, blob, seq)
     found = conn.execute(
-        "SELECT doc_id, bank_id, summary, tags FROM documents WHERE event_id = ?", (doc.event_id,)
+        "SELECT doc_id, summary, tags FROM documents WHERE bank_id = ? AND event_id = ?",
+        (doc.bank_id, doc.event_id),
     ).fetchone()
     if found is None:
         (doc_id,) = conn.execute(
@@ -1547,12 +1585,13 @@ def _write(
             " RETURNING doc_id",
             (*values, doc.event_id),
         ).fetchone()
-        conn.execute("DELETE FROM tombstones WHERE event_id = ?", (doc.event_id,))
+        conn.execute(
+            "DELETE FROM tombstones WHERE bank_id = ? AND event_id = ?",
+            (doc.bank_id, doc.event_id),
+        )
         fts_stale = True
     else:
-        doc_id, bank_id, old_summary, old_tags = found
-        if bank_id != doc.bank_id:
-            raise ConflictError(f"event {doc.event_id} already belongs to another bank")
+        doc_id, old_summary, old_tags = found
         conn.execute(_UPDATE_DOCUMENT, (*values, doc_id))
         fts_stale = (old_summary, old_tags) != (doc.summary, tags)
     if fts_stale:
@@ -1703,7 +1742,7 @@ def _set_decay(
         raise InvalidInputError([FieldProblem("decay_factor", rule)]) from None
     cursor = conn.executemany(
         "UPDATE documents SET body = json_set(body, '$.decay_factor', json(?)), seq = ?"
-        " WHERE +bank_id = ? AND event_id = ?",
+        " WHERE bank_id = ? AND event_id = ?",
         [(json.dumps(factor), seq, bank_id, event_id) for event_id, factor in checked.items()],
     )
     return int(cursor.rowcount)
@@ -1720,7 +1759,7 @@ class _Patched:
         if self.cache_row is not None:
             vectors.put([self.cache_row])
         else:
-            vectors.set_importance(self.doc.event_id, self.doc.importance_score)
+            vectors.set_importance(self.doc.bank_id, self.doc.event_id, self.doc.importance_score)
 
 
 def _patch_row(

@@ -12,13 +12,21 @@ from __future__ import annotations
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Response
-from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from cogsub.api.auth import checked_memory_id
 from cogsub.api.deps import Bank, MemoryId, Service
 from cogsub.api.errors import BANK_ERRORS, BODY_ERRORS, ErrorBody
 from cogsub.core.errors import FieldProblem, InvalidInputError
-from cogsub.core.events import MAX_TAGS, MAX_TEXT_LENGTH, FactType, SafeId, ShortText, Tag
+from cogsub.core.events import (
+    MAX_TAGS,
+    MAX_TEXT_LENGTH,
+    FactType,
+    Instant,
+    SafeId,
+    ShortText,
+    Tag,
+)
 from cogsub.core.memory import (
     MAX_STEPS,
     MemoryRecord,
@@ -36,7 +44,7 @@ class _BlockBody(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
     tags: list[Tag] = Field(default_factory=list, max_length=MAX_TAGS - 2)
-    timestamp: AwareDatetime | None = None
+    timestamp: Instant | None = None
     context: RetainContext = Field(default_factory=RetainContext)
     memory_id: SafeId | None = Field(
         default=None, description="client-chosen id; retrying with the same id is idempotent"

@@ -29,7 +29,7 @@ from cogsub.core.derived import is_derived_memory_key
 from cogsub.core.documents import IndexDocument, index_document_for
 from cogsub.core.errors import FieldProblem, InvalidInputError
 from cogsub.core.events import ArchivedEvent, SafeId, problems_from
-from cogsub.core.keys import EVENTS_PREFIX, object_key_for
+from cogsub.core.keys import EVENTS_PREFIX, legacy_object_key_for, object_key_for
 from cogsub.lifecycle.provenance import bank_prefix
 from cogsub.lifecycle.records import is_audit_record_key
 
@@ -204,10 +204,11 @@ def checked_memory(bank_id: str, line: ExportObject) -> ArchivedEvent | None:
         raise InvalidInputError(problems_from(exc)) from None
     if event.bank_id != bank_id:
         raise _misplaced(f"the memory belongs to bank {event.bank_id!r}")
-    expected = object_key_for(event) if raw else key
+    # A bundle from a store before per-bank keys holds raw events at their legacy key.
+    expected = {object_key_for(event), legacy_object_key_for(event)} if raw else {key}
     if (
         event.object_storage_key != key
-        or expected != key
+        or key not in expected
         or not key.endswith(f"/{event.event_id}.json")
     ):
         raise _misplaced(f"{key!r} is not where memory {event.event_id!r} is archived")

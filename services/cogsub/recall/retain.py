@@ -7,7 +7,14 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
-from cogsub.core.events import EventType, ExperienceEvent, FactType, validate_event
+from cogsub.core.errors import FieldProblem, InvalidInputError
+from cogsub.core.events import (
+    MAX_EVENT_BYTES,
+    EventType,
+    ExperienceEvent,
+    FactType,
+    validate_event,
+)
 from cogsub.core.memory import PROCEDURE_TAG_PREFIX, VERSION_TAG_PREFIX, RetainRequest
 
 _AGENT_WRITTEN = frozenset({FactType.PROCEDURE, FactType.REASONING, FactType.EXPERIENCE})
@@ -23,6 +30,11 @@ class ProcedureLineage:
 
 def new_memory_id() -> str:
     return f"mem-{uuid.uuid4().hex}"
+
+
+def same_content_key(text: str) -> str:
+    """What two texts must share to be the same memory: words alike up to whitespace and case."""
+    return " ".join(text.split()).casefold()
 
 
 def event_type_for(fact_type: FactType | None) -> EventType:
@@ -68,7 +80,12 @@ def event_for(
     }
     if request.fact_type is not None:
         wire["factType"] = request.fact_type.value
-    return validate_event(wire)
+    event = validate_event(wire)
+    if len(event.to_wire_json()) > MAX_EVENT_BYTES:
+        # Ingestion refuses a larger record: refuse it here, before it is acknowledged.
+        rule = f"with its steps, tags and context must fit an event of {MAX_EVENT_BYTES} bytes"
+        raise InvalidInputError([FieldProblem("content", rule)])
+    return event
 
 
 def _camel(name: str) -> str:

@@ -3,11 +3,17 @@
 from __future__ import annotations
 
 import itertools
+from datetime import UTC, datetime
 from typing import Any
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from cogsub.core import EventType, object_key_for, score_importance, validate_event
+from cogsub.core.errors import InvalidEventError
+from cogsub.core.events import format_timestamp
+from cogsub.core.keys import legacy_object_key_for
 
 
 def event(**overrides: Any) -> Any:
@@ -76,3 +82,37 @@ def test_key_layout_uses_the_utc_day() -> None:
 
 def test_key_is_deterministic() -> None:
     assert object_key_for(event()) == object_key_for(event())
+
+
+def test_an_event_of_another_bank_is_kept_under_its_bank() -> None:
+    assert object_key_for(event(bankId="bob")) == "events/2026/05/08/banks/bob/e1.json"
+    assert object_key_for(event(bankId="bob")) != object_key_for(event(bankId="alice"))
+    assert legacy_object_key_for(event(bankId="bob")) == "events/2026/05/08/e1.json"
+
+
+def test_a_year_before_1000_keeps_four_digits() -> None:
+    assert object_key_for(event(timestamp="0999-01-02T00:00:00Z")) == "events/0999/01/02/e1.json"
+    assert object_key_for(event(timestamp="0001-01-01T00:00:00Z")).startswith("events/0001/")
+
+
+def test_a_timestamp_with_no_utc_instant_is_refused() -> None:
+    with pytest.raises(InvalidEventError, match="timestamp: must fall between years 1 and 9999"):
+        event(timestamp="0001-01-01T00:00:00+05:00")
+
+
+@given(
+    st.datetimes(
+        min_value=datetime(1, 1, 2), max_value=datetime(9999, 12, 30), timezones=st.just(UTC)
+    ),
+    st.sampled_from(["default", "bob", "a.json", "banks", "x:y@z"]),
+    st.from_regex(r"[A-Za-z0-9_][A-Za-z0-9_:@+-]{0,20}", fullmatch=True),
+)
+def test_every_key_is_one_the_archive_layout_accepts(
+    moment: datetime, bank: str, event_id: str
+) -> None:
+    stamp = format_timestamp(moment)
+    key = object_key_for(event(timestamp=stamp, bankId=bank, eventId=event_id))
+    day = f"{moment.year:04d}/{moment.month:02d}/{moment.day:02d}"
+    folder = "" if bank == "default" else f"banks/{bank}/"
+    assert key == f"events/{day}/{folder}{event_id}.json"
+    assert validate_event(event(timestamp=stamp).to_wire()).timestamp == moment

@@ -459,6 +459,48 @@ async def test_a_version_1_file_is_split_into_text_tables_per_bank(
     conn.close()
 
 
+async def test_a_version_2_file_is_rebuilt_for_ids_per_bank(path: Path, unique_name: str) -> None:
+    banks = [unique_name, f"{unique_name}-b"]
+    index = SqliteMemoryIndex(path)
+    try:
+        await index.upsert(
+            [doc(bank, f"d{i}", summary=f"fig {i}") for bank in banks for i in range(4)]
+        )
+        await index.delete(banks[0], f"{banks[0]}-d3")
+        expected = await searched_everywhere(index, banks)
+    finally:
+        await index.close()
+    with sqlite3.connect(path) as conn:  # back to version 2: event_id alone is unique
+        conn.execute("CREATE TABLE old_documents AS SELECT * FROM documents")
+        conn.execute("DROP TABLE documents")
+        columns = sqlite_module._DOCUMENT_COLUMNS.replace(
+            "event_id TEXT NOT NULL,", "event_id TEXT NOT NULL UNIQUE,"
+        )
+        conn.execute(f"CREATE TABLE documents ({columns})")
+        conn.execute("INSERT INTO documents SELECT * FROM old_documents")
+        conn.execute("DROP TABLE old_documents")
+        conn.execute("DROP TABLE tombstones")
+        conn.execute("CREATE TABLE tombstones (event_id TEXT PRIMARY KEY, seq INTEGER NOT NULL)")
+        conn.execute("PRAGMA user_version = 2")
+    conn.close()
+    reopened = SqliteMemoryIndex(path)
+    try:
+        assert await searched_everywhere(reopened, banks) == expected
+        twin = doc(banks[1], "twin", summary="fig twin")
+        moved = twin.model_copy(update={"event_id": f"{banks[0]}-d0"})
+        await reopened.upsert([moved])  # an id of the first bank, now also in the second
+        assert (await reopened.get(banks[0], f"{banks[0]}-d0")).summary == "fig 0"  # type: ignore[union-attr]
+        assert (await reopened.get(banks[1], f"{banks[0]}-d0")).summary == "fig twin"  # type: ignore[union-attr]
+        hits = await reopened.search_vector(axis(8), SearchFilters(banks[1]), size=10)
+        assert f"{banks[0]}-d0" in {hit.document.event_id for hit in hits}
+    finally:
+        await reopened.close()
+    with sqlite3.connect(path) as conn:
+        assert conn.execute("PRAGMA user_version").fetchone() == (sqlite_module.SCHEMA_VERSION,)
+        assert checked_text_rows(conn) == 4 + 3 + 1
+    conn.close()
+
+
 async def test_staged_text_search_returns_what_the_full_query_returns(
     index: SqliteMemoryIndex, unique_name: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -104,16 +104,16 @@ def test_search_answers_what_scoring_every_live_document_answers(
     size: int,
 ) -> None:
     vectors = _Vectors(DIMENSION, 0)
-    live: dict[str, tuple[int, tuple[Any, ...]]] = {}  # event id -> (slot, row)
+    live: dict[tuple[str, str], tuple[int, tuple[Any, ...]]] = {}  # identity -> (slot, row)
     for doc_id, (remove, document) in enumerate(history, start=1):
-        event_id = f"event-{document['name']}"
+        identity = (document["bank"], f"event-{document['name']}")
         if remove:
-            vectors.remove(event_id)
-            live.pop(event_id, None)
+            vectors.remove(*identity)
+            live.pop(identity, None)
         else:
             new = row(doc_id, document)
             vectors.put([new])
-            live[event_id] = (vectors.slot_of[event_id], new)
+            live[identity] = (vectors.slot_of[sqlite_module._slot_key(*identity)], new)
     q = np.asarray(query, dtype=np.float32)
     scored = [
         (-float(np.dot(q, np.frombuffer(r[-1], dtype=np.float32))), slot, r[0])

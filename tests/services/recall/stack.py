@@ -22,6 +22,7 @@ class LiveStack:
     service: MemoryService
     index: SqliteMemoryIndex
     bus: SqliteEventBus
+    archive: FilesystemArchive
 
 
 @contextlib.asynccontextmanager
@@ -53,7 +54,7 @@ async def live_stack(
         vector_pool=vector_pool,
     )
     try:
-        yield LiveStack(service=service, index=index, bus=bus)
+        yield LiveStack(service=service, index=index, bus=bus, archive=archive)
     finally:
         stop.set()
         await running
