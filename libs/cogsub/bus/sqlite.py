@@ -508,6 +508,13 @@ def _owner_id() -> str:
     return f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex}"
 
 
+def _owner_pid(owner: str) -> str:
+    """The process id in an owner id, with its host when that is another machine."""
+    host, _, rest = owner.partition(":")
+    pid = rest.partition(":")[0]
+    return pid if host == socket.gethostname() else f"{pid} on {host}"
+
+
 def _owner_alive(owner: str) -> bool:
     """False only when the owner ran on this host and its process is gone (kill -9)."""
     host, _, rest = owner.partition(":")
@@ -548,9 +555,10 @@ class _SqliteConsumer:
         ).fetchone()
         if row is not None and row[0] != self._owner and row[1] > now and _owner_alive(row[0]):
             raise ConfigurationError(
-                f"consumer group {self._group!r} already has a live consumer on "
-                f"{self._bus.path}; embedded mode allows one consumer per group (a dead "
-                f"owner's lease expires {self._bus.lease_ttl_s} s after it stopped)"
+                f"consumer group {self._group!r} already has a live consumer (pid "
+                f"{_owner_pid(row[0])}) on {self._bus.path}; embedded mode allows one "
+                f"consumer per group (a dead owner's lease expires {self._bus.lease_ttl_s} s "
+                "after it stopped)"
             )
         conn.execute(
             "INSERT INTO group_leases (group_name, owner, expires_ms) VALUES (?, ?, ?) "

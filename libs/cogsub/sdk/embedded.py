@@ -9,12 +9,19 @@ embedded client and an HTTP client go through exactly the same app.
 event loop of its own, on a background thread, and hands each request over to
 it. It never touches the caller's event loop, so it works from any thread;
 called from a coroutine it blocks that coroutine's loop until the answer
-arrives, so coroutines should use ``AsyncEmbeddedTransport`` instead.
+arrives, so coroutines should use ``AsyncEmbeddedTransport`` instead. A program
+that never closes it has it closed at exit, before the interpreter stops the
+thread pools the stack's stores run on.
+
+Both log warnings and errors to stderr, unless the program configured structlog
+itself (see ``configure_library_logging``): nothing reaches its standard output.
 """
 
 from __future__ import annotations
 
 import asyncio
+import atexit
+import concurrent.futures.thread  # noqa: F401  # its exit hook goes in before ours
 import contextlib
 import threading
 from collections.abc import Coroutine
@@ -35,6 +42,10 @@ class AsyncEmbeddedTransport(httpx.AsyncBaseTransport):
     """Serves requests from an embedded stack that it starts lazily and stops on ``aclose``."""
 
     def __init__(self, settings: Settings) -> None:
+        # Imported here: importing the SDK loads nothing beyond the core types.
+        from cogsub.telemetry.logging import configure_library_logging
+
+        configure_library_logging()
         self._settings = settings
         self._lock = asyncio.Lock()
         self._exit = contextlib.AsyncExitStack()
@@ -102,6 +113,7 @@ class EmbeddedTransport(httpx.BaseTransport):
         except BaseException:
             self._stop_loop()
             raise
+        _close_at_exit(self)
 
     def _call(self, coro: Coroutine[Any, Any, T], *, timeout_s: float | None) -> T:
         if threading.current_thread() is self._thread:
@@ -139,6 +151,7 @@ class EmbeddedTransport(httpx.BaseTransport):
         if self._closed:
             return
         self._closed = True
+        _left_open.discard(self)
         try:
             self._call(self._inner.aclose(), timeout_s=START_TIMEOUT_S)
         finally:
@@ -148,6 +161,35 @@ class EmbeddedTransport(httpx.BaseTransport):
         self._loop.call_soon_threadsafe(self._loop.stop)
         self._thread.join()
         self._loop.close()
+
+
+_left_open: set[EmbeddedTransport] = set()
+_exit_hooked = False
+
+
+def _close_at_exit(transport: EmbeddedTransport) -> None:
+    """Close ``transport`` at exit if its program did not, while its stores still work.
+
+    Plain ``atexit`` runs too late: by then the interpreter has shut down the
+    thread pools the stores run on, and the worker's batch in hand fails
+    ("cannot schedule new futures after shutdown"). Thread-exit hooks run
+    before them, newest first, so the hook goes in after the pools' own.
+    """
+    global _exit_hooked
+    _left_open.add(transport)
+    if _exit_hooked:
+        return
+    register = getattr(threading, "_register_atexit", atexit.register)
+    try:
+        register(_close_left_open)
+    except RuntimeError:  # the interpreter is exiting already: too late to hook
+        return
+    _exit_hooked = True
+
+
+def _close_left_open() -> None:
+    for transport in list(_left_open):
+        transport.close()
 
 
 async def _make_async(settings: Settings) -> AsyncEmbeddedTransport:

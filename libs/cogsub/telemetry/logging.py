@@ -1,4 +1,10 @@
-"""structlog configuration: human-readable on a terminal, JSON lines otherwise."""
+"""structlog configuration: human-readable on a terminal, JSON lines otherwise.
+
+``configure_logging`` is for cogsub's own processes (the CLI, benchmarks).
+``configure_library_logging`` is for cogsub inside someone else's program (the
+embedded SDK): warnings and errors on stderr unless the program configured
+structlog itself, and never anything on the program's standard output.
+"""
 
 from __future__ import annotations
 
@@ -22,12 +28,11 @@ def configure_logging(
 ) -> None:
     """Route structlog (and stdlib logging) to ``stream`` (default stderr)."""
     out = stream if stream is not None else sys.stderr
-    use_console = format == "console" or (
-        format == "auto" and hasattr(out, "isatty") and out.isatty()
-    )
+    use_console = format == "console" or (format == "auto" and _seen_on_a_terminal(out))
     renderer: structlog.types.Processor = (
         structlog.dev.ConsoleRenderer(
-            colors=use_console and format != "json", exception_formatter=_traceback_formatter()
+            colors=format == "console" or _isatty(out),  # no escape codes into a file
+            exception_formatter=_traceback_formatter(),
         )
         if use_console
         else structlog.processors.JSONRenderer()
@@ -49,6 +54,48 @@ def configure_logging(
         cache_logger_on_first_use=False,
     )
     logging.basicConfig(level=max(numeric, logging.WARNING), stream=out)  # type: ignore[arg-type]
+
+
+def configure_library_logging() -> None:
+    """Warnings and errors on stderr, nothing else, unless the program configured structlog.
+
+    structlog's own default writes every event, info included, to standard
+    output, where it mixes into the program's output. A program that wants more
+    configures structlog itself before the first embedded client; that is kept.
+    Unlike ``configure_logging`` this leaves the program's ``logging`` setup alone.
+    """
+    if structlog.is_configured():
+        return
+    structlog.configure(
+        processors=[
+            structlog.contextvars.merge_contextvars,
+            add_trace_ids,
+            structlog.processors.add_log_level,
+            structlog.processors.TimeStamper(fmt="iso", utc=True),
+            structlog.processors.StackInfoRenderer(),
+            structlog.dev.ConsoleRenderer(colors=False, exception_formatter=_traceback_formatter()),
+        ],
+        wrapper_class=structlog.make_filtering_bound_logger(logging.WARNING),
+        logger_factory=_factory(None),
+        cache_logger_on_first_use=False,
+    )
+
+
+def _seen_on_a_terminal(out: object) -> bool:
+    """Whether a person reads ``out`` on a terminal.
+
+    Standard error counts as seen when either standard stream is a terminal:
+    launchers and IDE consoles often capture stderr through a pipe that ends on
+    the same screen as the terminal stdout.
+    """
+    if _isatty(out):
+        return True
+    return out is sys.stderr and _isatty(sys.stdout)
+
+
+def _isatty(stream: object) -> bool:
+    isatty = getattr(stream, "isatty", None)
+    return callable(isatty) and bool(isatty())
 
 
 def _traceback_formatter() -> structlog.typing.ExceptionRenderer:

@@ -36,6 +36,7 @@ from cogsub.runtime import Settings
 from cogsub.runtime.wiring import (
     RunningApi,
     build_worker,
+    claim_groups,
     ingestion_lag,
     observed,
     open_stack,
@@ -179,6 +180,7 @@ async def _ingest_only(settings: Settings, console: Console) -> None:
             worker = build_worker(stack)
             await stack.prepare()
             await worker.prepare()
+            await claim_groups(stack, ingestion_lag(settings))
 
             def report(outcome: BatchOutcome) -> None:
                 stack.metrics.record_batch(outcome)

@@ -429,6 +429,48 @@ def consolidation_lag(settings: Settings) -> list[LagTarget]:
     return [LagTarget(EXPERIENCE_ENRICHED, group), LagTarget(CONSOLIDATION_REQUEST, group)]
 
 
+async def claim_groups(stack: Stack, consumed: Sequence[LagTarget]) -> None:
+    """Fail now when another process consumes one of these groups on this embedded data directory.
+
+    An embedded group has one live consumer, which takes its lease at its first poll,
+    inside a worker task: unchecked, a taken directory showed only after the API was
+    announced or the SDK had answered, and its error surfaced at close.
+    """
+    if stack.settings.backend != "embedded":
+        return  # Kafka rebalances a group among its members: a second one is welcome
+    topics: dict[str, list[str]] = {}
+    for target in consumed:
+        topics.setdefault(target.group, []).append(target.topic)
+    for group, read in topics.items():
+        probe = stack.bus.consumer(read, group=group)
+        try:
+            await probe.poll(max_records=0, timeout_s=0)  # takes the lease, reads nothing
+        except ConfigurationError as exc:
+            raise ConfigurationError(
+                f"data directory {stack.settings.data_dir} is in use by another process; "
+                f"stop it, or use the API it serves: {exc}"
+            ) from None
+        finally:
+            await probe.close()  # gives the lease back for the worker to take
+
+
+async def _joined(*tasks: asyncio.Task[None] | None) -> None:
+    """Await every task, then raise the first failure.
+
+    A failed task nobody awaits prints "Task exception was never retrieved" when collected.
+    """
+    failures: list[Exception] = []
+    for task in tasks:
+        if task is None:
+            continue
+        try:
+            await task
+        except Exception as exc:
+            failures.append(exc)
+    if failures:
+        raise failures[0]
+
+
 @contextlib.asynccontextmanager
 async def observed(
     stack: Stack, lag: Sequence[LagTarget], *, endpoint: bool
@@ -570,6 +612,11 @@ async def running_api(
         await worker.prepare()  # topics and index exist before the first retain or recall
         consolidation = build_consolidation(stack)
         await consolidation.worker.prepare()
+        consumed = [
+            *(ingestion_lag(settings) if with_worker else []),
+            *(consolidation_lag(settings) if with_worker and consolidating else []),
+        ]
+        await claim_groups(stack, consumed)  # before anything is served or answered
         if with_worker:
             worker_task = asyncio.create_task(worker.run(stop, on_batch=report))
             if consolidating:
@@ -590,18 +637,12 @@ async def running_api(
             metrics=metrics,
         )
         app = build_app(stack, service, keys, consolidation)
-        lag = [
-            *(ingestion_lag(settings) if with_worker else []),
-            *(consolidation_lag(settings) if with_worker and consolidating else []),
-        ]
-        async with observed(stack, lag, endpoint=False):
+        async with observed(stack, consumed, endpoint=False):
             yield RunningApi(stack, service, app, keys, worker_task, consolidation_task)
     finally:
         stop.set()
         try:
-            for task in (worker_task, consolidation_task):
-                if task is not None:
-                    await task
+            await _joined(worker_task, consolidation_task)
         finally:
             if service is not None:
                 await service.drain()
