@@ -359,3 +359,35 @@ class EventBusContract:
             landed[v] == (p.partition, p.offset) for v, p in zip(values, published, strict=True)
         )
         assert (await bus.topic_stats(topic)).end_offset == n
+
+    async def test_read_from_an_offset_moves_no_group(
+        self, session: BusSession, topic: str, group: str
+    ) -> None:
+        bus = await self._bus_with_topic(session, topic)
+        key = b"one-partition"
+        landed = [await bus.publish(topic, f"r{i}".encode(), key=key) for i in range(5)]
+        partition = landed[0].partition
+        wait_s = self.consume_timeout_s  # returns as soon as the records are there
+
+        middle = await bus.read(topic, partition, offset=2, max_records=2, timeout_s=wait_s)
+        assert [(r.offset, r.value, r.key) for r in middle] == [(2, b"r2", key), (3, b"r3", key)]
+        whole = await bus.read(topic, partition, offset=0, max_records=10, timeout_s=wait_s)
+        assert [r.value for r in whole] == [f"r{i}".encode() for i in range(5)]
+        assert await bus.read(topic, partition, offset=5, max_records=10, timeout_s=0.2) == []
+        again = await bus.read(topic, partition, offset=4, max_records=10, timeout_s=wait_s)
+        assert [r.value for r in again] == [b"r4"]
+
+        # Nothing was committed for anyone: a group still starts at the beginning.
+        stats = await bus.topic_stats(topic, group=group)
+        assert all(p.committed is None for p in stats.partitions)
+        records = await self._consume(session.consumer(bus, [topic], group), 5)
+        assert sorted(r.value for r in records) == sorted(r.value for r in whole)
+
+    async def test_read_names_an_unknown_topic_or_partition(
+        self, session: BusSession, topic: str
+    ) -> None:
+        bus = await self._bus_with_topic(session, topic)
+        with pytest.raises(NotFoundError):
+            await bus.read(topic, self.partitions, offset=0, max_records=1)
+        with pytest.raises(NotFoundError):
+            await bus.read(f"{topic}-missing", 0, offset=0, max_records=1)

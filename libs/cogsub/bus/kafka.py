@@ -160,6 +160,8 @@ class KafkaEventBus:
         self._admin: Any = None
         self._known_topics: set[str] = set()
         self._consumers: list[KafkaConsumer] = []
+        self._reader = _PartitionReader(self)
+        self._partition_cache: dict[str, frozenset[int]] = {}
         self._start_lock = asyncio.Lock()
         self._closed = False
 
@@ -365,12 +367,35 @@ class KafkaEventBus:
             )
         return stats
 
+    async def read(
+        self, topic: str, partition: int, *, offset: int, max_records: int, timeout_s: float = 0.0
+    ) -> list[Record]:
+        """Records of one partition from ``offset`` on, by a client that joins no group."""
+        if self._closed:
+            raise UnavailableError("the kafka event bus is closed")
+        if partition not in await self._partition_ids(topic):
+            raise NotFoundError(f"topic {topic!r} has no partition {partition}")
+        return await self._reader.read(
+            TopicPartition(topic, partition), offset, max_records=max_records, timeout_s=timeout_s
+        )
+
+    async def _partition_ids(self, topic: str) -> frozenset[int]:
+        known = self._partition_cache.get(topic)
+        if known is None:
+            await self.require_topics((topic,))
+            with kafka_errors():
+                described = await self._admin.describe_topics([topic])
+            known = frozenset(p["partition"] for p in described[0]["partitions"])
+            self._partition_cache[topic] = known  # partition counts never shrink
+        return known
+
     async def close(self) -> None:
         """Close leftover consumers, flush and stop the producer, close the admin client."""
         self._closed = True
         consumers, self._consumers = self._consumers, []
         for consumer in consumers:
             await consumer.close()
+        await self._reader.close()
         async with self._start_lock:
             producer, admin = self._producer, self._admin
             self._producer = self._admin = None
@@ -569,6 +594,64 @@ class KafkaConsumer:
                 raise
             self._consumer = consumer
             return consumer
+
+
+class _PartitionReader:
+    """One group-less client that reads partitions from chosen offsets (``EventBus.read``).
+
+    Partitions stay assigned once read, so a caller reading on from where it stopped
+    (a tail) gets what the client has fetched meanwhile instead of seeking again.
+    """
+
+    def __init__(self, bus: KafkaEventBus) -> None:
+        self._bus = bus
+        self._consumer: Any = None
+        self._next: dict[TopicPartition, int] = {}  # -1: position unknown, seek next time
+        self._lock = asyncio.Lock()
+
+    async def read(
+        self, tp: TopicPartition, offset: int, *, max_records: int, timeout_s: float
+    ) -> list[Record]:
+        async with self._lock:
+            consumer = await self._started()
+            with kafka_errors():
+                if tp not in self._next:
+                    self._next[tp] = -1
+                    consumer.assign(list(self._next))
+                    for known, at in self._next.items():  # a new assignment forgets positions
+                        if known != tp and at >= 0:
+                            consumer.seek(known, at)
+                if self._next[tp] != offset:
+                    consumer.seek(tp, max(offset, 0))
+                self._next[tp] = offset
+                batches = await consumer.getmany(
+                    tp, timeout_ms=max(0, int(timeout_s * 1000)), max_records=max(max_records, 1)
+                )
+            fetched = batches.get(tp, [])
+            # Past the end, the client resets to the earliest offset: those are not asked for.
+            records = [_record(m) for m in fetched if m.offset >= offset][: max(max_records, 0)]
+            if records:
+                self._next[tp] = records[-1].offset + 1
+            elif fetched:
+                self._next[tp] = -1  # the client moved elsewhere: seek next time
+            return records
+
+    async def _started(self) -> Any:
+        if self._consumer is None:
+            options = {**self._bus.consumer_options, "client_id": f"{self._bus._client_id}-read"}
+            consumer = AIOKafkaConsumer(group_id=None, **options)
+            with kafka_errors():
+                await consumer.start()
+            self._consumer = consumer
+        return self._consumer
+
+    async def close(self) -> None:
+        async with self._lock:
+            consumer, self._consumer = self._consumer, None
+            self._next.clear()
+        if consumer is not None:
+            with kafka_errors():
+                await consumer.stop()
 
 
 class _RevokeListener(ConsumerRebalanceListener):  # type: ignore[misc]

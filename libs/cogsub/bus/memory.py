@@ -132,9 +132,35 @@ class MemoryEventBus:
             stats.partitions.append(PartitionOffsets(topic, partition, len(log), committed))
         return stats
 
+    async def read(
+        self, topic: str, partition: int, *, offset: int, max_records: int, timeout_s: float = 0.0
+    ) -> list[Record]:
+        """Records of one partition from ``offset`` on, joining no group."""
+        self._check_open()
+        log = _partition(self._partitions(topic), topic, partition)
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + max(timeout_s, 0.0)
+        while True:
+            records = log[max(offset, 0) : max(offset, 0) + max(max_records, 0)]
+            left = deadline - loop.time()
+            if records or left <= 0 or max_records <= 0:
+                return records
+            waiter = loop.create_future()
+            self.state.waiters.add(waiter)
+            try:
+                await asyncio.wait([waiter], timeout=left)
+            finally:
+                self.state.waiters.discard(waiter)
+
     async def close(self) -> None:
         """Mark the bus closed; the state stays for the next bus built on it."""
         self._closed = True
+
+
+def _partition(partitions: list[list[Record]], topic: str, partition: int) -> list[Record]:
+    if not 0 <= partition < len(partitions):
+        raise NotFoundError(f"topic {topic!r} has no partition {partition}")
+    return partitions[partition]
 
 
 class _MemoryConsumer:

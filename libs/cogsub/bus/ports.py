@@ -11,6 +11,7 @@ Contract every adapter keeps:
 - ``commit`` stores, per partition, the offset after the highest record given.
   Callers commit only after every effect of those records is durable.
 - Headers travel with the record unchanged, in order.
+- ``read`` looks at a partition from any offset without a group: nothing moves.
 - The caller closes what it opens: ``Consumer.close`` and ``EventBus.close``.
 """
 
@@ -123,6 +124,18 @@ class EventBus(Protocol):
 
     async def topic_stats(self, topic: str, *, group: str | None = None) -> TopicStats:
         """End offsets per partition, and the group's committed offsets when a group is given."""
+        ...
+
+    async def read(
+        self, topic: str, partition: int, *, offset: int, max_records: int, timeout_s: float = 0.0
+    ) -> list[Record]:
+        """Up to ``max_records`` records of one partition from ``offset`` on, in offset order.
+
+        Joins no group and commits nothing, so reading never moves any consumer (dead
+        letters are read this way). Records retention has removed are skipped; waits at
+        most ``timeout_s`` for the first record. ``NotFoundError`` for an unknown topic
+        or partition.
+        """
         ...
 
     async def close(self) -> None:

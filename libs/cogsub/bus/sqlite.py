@@ -493,6 +493,35 @@ class SqliteEventBus:
 
         return await self._db.run(read)
 
+    async def read(
+        self, topic: str, partition: int, *, offset: int, max_records: int, timeout_s: float = 0.0
+    ) -> list[Record]:
+        """Records of one partition from ``offset`` on, joining no group (no lease, no commit)."""
+        self._check_open()
+
+        def fetch(conn: sqlite3.Connection) -> list[Record]:
+            count = self._partition_count(conn, topic)
+            if count is None or not 0 <= partition < count:
+                raise NotFoundError(f"topic {topic!r} has no partition {partition}")
+            rows = conn.execute(
+                "SELECT offset, key, value, headers, timestamp_ms FROM records "
+                "WHERE topic = ? AND partition = ? AND offset >= ? ORDER BY offset LIMIT ?",
+                (topic, partition, offset, max(max_records, 0)),
+            ).fetchall()
+            return [
+                Record(topic, partition, off, value, key, _decode_headers(headers), ts)
+                for off, key, value, headers, ts in rows
+            ]
+
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + max(timeout_s, 0.0)
+        while True:
+            records = await self._db.run(fetch)
+            left = deadline - loop.time()
+            if records or left <= 0 or max_records <= 0:
+                return records
+            await self._wait_appended(min(self.poll_interval_s, left))
+
     async def close(self) -> None:
         """Wait for queued publishes to commit, then close the connection."""
         if self._closed:

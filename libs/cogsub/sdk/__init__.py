@@ -15,7 +15,14 @@ from cogsub.core.memory import (
     ScoreBreakdown,
 )
 from cogsub.sdk._base import FeedbackResult, ForgetBankResult, ForgetResult, ImportResult
-from cogsub.sdk._errors import AuthenticationError, PermissionDeniedError, ServerError
+from cogsub.sdk._errors import (
+    AuthenticationError,
+    PermissionDeniedError,
+    RejectedConflictError,
+    RejectedError,
+    RejectedInputError,
+    ServerError,
+)
 from cogsub.sdk.client import AsyncMemoryClient, MemoryClient
 
 __all__ = [
@@ -31,6 +38,9 @@ __all__ = [
     "MemoryRecord",
     "PermissionDeniedError",
     "RecallResponse",
+    "RejectedConflictError",
+    "RejectedError",
+    "RejectedInputError",
     "RetainContext",
     "RetainResult",
     "ScoreBreakdown",

@@ -5,8 +5,10 @@ client raises the domain error the server raised, carrying the server's message:
 
     CogsubError
     ├── InvalidInputError        422, 413 (``problems`` rebuilt as FieldProblem)
+    │   └── RejectedInputError   422 ``rejected``: ingestion refused it (a RejectedError too)
     ├── NotFoundError            404
     ├── ConflictError            409
+    │   └── RejectedConflictError  409 ``rejected``: it clashes with what is archived
     ├── UnavailableError         503, 502, 504, connection failures, timeouts (retryable)
     ├── AuthenticationError      401: no key, or a key the server does not know
     └── PermissionDeniedError    403: the key does not grant that bank
@@ -38,6 +40,24 @@ class PermissionDeniedError(CogsubError):
     """The API key is valid but does not grant the bank asked for."""
 
 
+class RejectedError(CogsubError):
+    """The API took the memory, then ingestion dead-lettered it: it never becomes recallable.
+
+    Raised for ``wait=True`` retains as soon as the dead letter is seen; the message
+    says why and where the dead letter is (``cogsub dlq show <that position>``).
+    """
+
+    error_type = "rejected"
+
+
+class RejectedInputError(RejectedError, InvalidInputError):
+    """Ingestion found the memory invalid, or could not process it (HTTP 422)."""
+
+
+class RejectedConflictError(RejectedError, ConflictError):
+    """The memory's id is archived with other content (HTTP 409)."""
+
+
 class ServerError(CogsubError):
     """The server failed in a way it did not classify (HTTP 500)."""
 
@@ -53,23 +73,34 @@ _BY_STATUS: Mapping[int, type[CogsubError]] = {
 }
 
 
-def _body(content: bytes) -> tuple[str | None, list[FieldProblem]]:
-    """The server's message and problems, or ``(None, [])`` when the body is not ours."""
+def _body(content: bytes) -> tuple[str | None, str | None, list[FieldProblem]]:
+    """The server's error type, message and problems; ``(None, None, [])`` if not ours."""
     try:
         error = json.loads(content)["error"]
         message = str(error["message"])
         problems = [
             FieldProblem(str(p["field"]), str(p["rule"])) for p in error.get("problems") or []
         ]
-    except (ValueError, KeyError, TypeError):
-        return None, []
-    return message, problems
+        kind = error.get("type")
+    except (ValueError, KeyError, TypeError, AttributeError):
+        return None, None, []
+    return (kind if isinstance(kind, str) else None), message, problems
+
+
+def _rejected(status_code: int, text: str, problems: list[FieldProblem]) -> RejectedError:
+    if status_code == 409:
+        return RejectedConflictError(text)
+    error = RejectedInputError(problems or [FieldProblem("(ingestion)", text)])
+    error.args = (text,)
+    return error
 
 
 def error_for(status_code: int, content: bytes) -> CogsubError:
     """The domain error for an HTTP error answer (``status_code`` ≥ 400)."""
-    message, problems = _body(content)
+    kind_name, message, problems = _body(content)
     text = message or f"HTTP {status_code}"
+    if kind_name == RejectedError.error_type and 400 <= status_code < 500:
+        return _rejected(status_code, text, problems)
     if status_code in (413, 422) or (400 <= status_code < 500 and problems):
         if status_code == 413 and not problems:
             problems = [FieldProblem("(body)", text)]

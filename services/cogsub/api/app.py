@@ -10,7 +10,7 @@ from fastapi.openapi.docs import get_swagger_ui_html
 from fastapi.responses import HTMLResponse
 from fastapi.staticfiles import StaticFiles
 
-from cogsub.api import consolidation, health, memories, recall
+from cogsub.api import consolidation, dead_letters, health, memories, recall
 from cogsub.api import lifecycle as lifecycle_routes
 from cogsub.api.auth import ApiKeys
 from cogsub.api.deps import STATE_ATTRIBUTE, ApiState, Consolidate, Readiness
@@ -19,6 +19,7 @@ from cogsub.api.limits import ApiLimits, BodyLimitMiddleware
 from cogsub.api.metrics import MetricsMiddleware, mount_metrics
 from cogsub.api.ratelimit import RateLimitMiddleware
 from cogsub.api.readiness import ReadinessProbes
+from cogsub.deadletters.desk import DeadLetterDesk
 from cogsub.lifecycle import Lifecycle
 from cogsub.recall import MemoryService
 from cogsub.telemetry.metrics import Metrics
@@ -38,6 +39,7 @@ def create_app(
     consolidate: Consolidate | None = None,
     lifecycle: Lifecycle | None = None,
     metrics: Metrics | None = None,
+    dead_letter_desk: DeadLetterDesk | None = None,
 ) -> FastAPI:
     """The memory API over ``service``.
 
@@ -51,6 +53,7 @@ def create_app(
         lifecycle: Forgets memories and banks, exports and imports; None: those routes
             answer 503.
         metrics: Served at ``GET /metrics`` and fed by every request; None: no metrics.
+        dead_letter_desk: Behind ``/v1/dead-letters``; None: those routes answer 503.
     """
     app = FastAPI(
         title="Cognitive Substrate memory API",
@@ -79,6 +82,8 @@ def create_app(
     app.include_router(recall.router)
     app.include_router(consolidation.router)
     app.include_router(lifecycle_routes.router)
+    setattr(app.state, dead_letters.DESK_ATTRIBUTE, dead_letter_desk)
+    app.include_router(dead_letters.router)
     if metrics is not None:
         mount_metrics(app, metrics, keys=auth)
     # The last added is the outermost: a crash anywhere, the size check included, is a JSON 500.

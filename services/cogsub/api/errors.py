@@ -5,6 +5,7 @@
 | raised                                   | status | type              |
 |------------------------------------------|--------|-------------------|
 | InvalidInputError, RequestValidationError | 422    | invalid_input     |
+| RejectedError (ingestion dead-lettered it) | 409 conflict, else 422 | rejected |
 | a JSON body that cannot be read          | 400    | bad_request       |
 | AuthenticationError                      | 401    | unauthenticated   |
 | PermissionDeniedError                    | 403    | forbidden         |
@@ -38,13 +39,21 @@ from cogsub.core.errors import (
     NotFoundError,
     UnavailableError,
 )
-from cogsub.sdk import AuthenticationError, PermissionDeniedError
+from cogsub.sdk import (
+    AuthenticationError,
+    PermissionDeniedError,
+    RejectedConflictError,
+    RejectedError,
+)
 
 log = structlog.get_logger("cogsub.api")
 
 DEFAULT_RETRY_AFTER_S = 1
 _PARAM_SOURCES = frozenset({"body", "path", "query", "header", "cookie"})
 _BY_CLASS: tuple[tuple[type[CogsubError], int, str], ...] = (
+    # Ingestion dead-lettered what the API took: a 409 or 422 of its own type.
+    (RejectedConflictError, 409, "rejected"),
+    (RejectedError, 422, "rejected"),
     (InvalidInputError, 422, "invalid_input"),
     (AuthenticationError, 401, "unauthenticated"),
     (PermissionDeniedError, 403, "forbidden"),

@@ -31,6 +31,7 @@ PLUGIN_MODULES = (
     "cogsub.cli.replay",
     "cogsub.cli.consolidate",
     "cogsub.cli.lifecycle",
+    "cogsub.cli.dlq",
 )
 Handler = Callable[[argparse.Namespace, Settings, Console], int]
 

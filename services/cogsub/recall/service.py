@@ -22,6 +22,7 @@ import time
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
+from typing import TYPE_CHECKING
 
 import structlog
 
@@ -71,6 +72,9 @@ from cogsub.recall.ranking import (
 from cogsub.recall.retain import ProcedureLineage, event_for, new_memory_id
 from cogsub.telemetry.metrics import Metrics
 from cogsub.telemetry.tracing import headers_with_context, tracer
+
+if TYPE_CHECKING:  # a protocol only: the dead-letter watch is wired in by the runtime
+    from cogsub.deadletters.letters import RejectionLookup
 
 log = structlog.get_logger("cogsub.recall")
 
@@ -123,8 +127,10 @@ class MemoryService:
         wait_timeout_s: float = 10.0,
         clock: Callable[[], datetime] = lambda: datetime.now(UTC),
         metrics: Metrics | None = None,
+        rejections: RejectionLookup | None = None,
     ) -> None:
         self._metrics = metrics
+        self._rejections = rejections  # dead letters seen lately: a wait ends on its own
         self._bus = bus
         self._archive = archive
         self._index = index
@@ -182,13 +188,19 @@ class MemoryService:
         return ProcedureLineage(procedure_id=found[0], version=found[1] + 1)
 
     async def _wait_recallable(self, bank_id: str, event: ExperienceEvent, timed: bool) -> bool:
-        """True once the index serves this very event; ConflictError if it serves another."""
+        """True once the index serves this very event; ConflictError if it serves another;
+        the dead letter's RejectedError as soon as ingestion has refused this event."""
         deadline = time.monotonic() + self._wait_timeout_s
         delay = 0.005
+        body = event.to_wire_json()  # the bytes retain published: its dead letter holds them
         while time.monotonic() < deadline:
             found = await self._index.get(bank_id, event.event_id)
             if found is not None:
                 return _same_memory(found, event, timed=timed)
+            if self._rejections is not None:
+                rejected = self._rejections.rejection_for(bank_id, event.event_id, body)
+                if rejected is not None:
+                    raise rejected
             await asyncio.sleep(delay)  # the index has no change feed to await
             delay = min(delay * 2, 0.1)
         return False

@@ -523,6 +523,7 @@ def build_app(
     request by a short-lived client that joins no group).
     """
     from cogsub.api import ApiLimits, create_app
+    from cogsub.deadletters.desk import DeadLetterDesk
     from cogsub.lifecycle import Lifecycle
 
     async def index_answers() -> None:
@@ -545,6 +546,7 @@ def build_app(
         ),
         readiness={"index": index_answers, "archive": archive_answers, "bus": bus_answers},
         consolidate=consolidation.run_round if consolidation is not None else None,
+        dead_letter_desk=DeadLetterDesk(stack.bus),
         metrics=stack.metrics,
         lifecycle=Lifecycle(
             archive=stack.archive, index=stack.index, dimension=stack.embedder.dimension
@@ -606,6 +608,7 @@ async def running_api(
     consolidation_task: asyncio.Task[None] | None = None
     service: MemoryService | None = None
     consolidation: Consolidation | None = None
+    watching: asyncio.Task[None] | None = None
     try:
         await stack.prepare()
         worker = build_worker(stack)
@@ -628,6 +631,9 @@ async def running_api(
             novelty_decay=ranking.novelty_decay,
             name_free_vector=ranking.name_free_vector,
         )
+        from cogsub.deadletters.watch import watched_rejections
+
+        rejections, watching = await watched_rejections(stack.bus, stop)
         service = MemoryService(
             bus=stack.bus,
             archive=stack.archive,
@@ -635,6 +641,7 @@ async def running_api(
             embedder=stack.embedder,
             policy=policy,
             metrics=metrics,
+            rejections=rejections,
         )
         app = build_app(stack, service, keys, consolidation)
         async with observed(stack, consumed, endpoint=False):
@@ -642,7 +649,7 @@ async def running_api(
     finally:
         stop.set()
         try:
-            await _joined(worker_task, consolidation_task)
+            await _joined(worker_task, consolidation_task, watching)
         finally:
             if service is not None:
                 await service.drain()

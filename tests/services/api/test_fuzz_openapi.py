@@ -30,6 +30,7 @@ from cogsub.archive.filesystem import FilesystemArchive
 from cogsub.consolidation import ConsolidationRound, DerivedWriter
 from cogsub.core.events import SafeId
 from cogsub.core.topics import CONSOLIDATION_TOPICS
+from cogsub.deadletters.desk import DeadLetterDesk
 from cogsub.embeddings.hash import HashEmbedder
 from cogsub.lifecycle import Lifecycle
 from cogsub.recall import MemoryService
@@ -414,6 +415,7 @@ async def api(data_dir: Path) -> AsyncIterator[httpx.AsyncClient]:
             readiness={"index": lambda: stack.index.count("fuzz-readiness")},
             consolidate=rounds.run,
             lifecycle=Lifecycle(archive=archive, index=stack.index),
+            dead_letter_desk=DeadLetterDesk(stack.bus),
         )
         transport = httpx.ASGITransport(app=app)
         async with httpx.AsyncClient(transport=transport, base_url="http://api") as client:

@@ -43,6 +43,7 @@ from cogsub.api.lifecycle import JSON_LINES
 from cogsub.archive.filesystem import FilesystemArchive
 from cogsub.consolidation import ConsolidationRound, DerivedWriter
 from cogsub.core.topics import CONSOLIDATION_TOPICS
+from cogsub.deadletters.desk import DeadLetterDesk
 from cogsub.embeddings.hash import HashEmbedder
 from cogsub.lifecycle import Lifecycle
 from cogsub.recall import MemoryService
@@ -107,6 +108,7 @@ class StackApp:
             readiness={"index": lambda: stack.index.count("schemathesis-readiness")},
             consolidate=rounds.run,
             lifecycle=Lifecycle(archive=archive, index=stack.index),
+            dead_letter_desk=DeadLetterDesk(stack.bus),
         )
 
 
