@@ -69,7 +69,7 @@ from cogsub.recall.ranking import (
     procedure_version,
     rank,
 )
-from cogsub.recall.retain import ProcedureLineage, event_for, new_memory_id
+from cogsub.recall.retain import ProcedureLineage, event_for, new_memory_id, same_content_key
 from cogsub.telemetry.metrics import Metrics
 from cogsub.telemetry.tracing import headers_with_context, tracer
 
@@ -81,6 +81,10 @@ log = structlog.get_logger("cogsub.recall")
 MAX_SESSIONS = 1_000
 FEEDBACK_WEIGHTS = {FeedbackSignal.RETURNED: 1, FeedbackSignal.USED: 2, FeedbackSignal.HELPFUL: 3}
 MAX_IDS_PER_SESSION = 10_000
+#: Text hits searched for an identical memory before a retain without an id is stored.
+IDENTICAL_POOL = 20
+#: An identical retain counts as the memory being met again: one more use, decay restored.
+REINFORCED_BY_RETAIN = DocumentPatch(retrieval_count_increment=1, decay_factor=1.0)
 
 
 class SessionNovelty:
@@ -149,6 +153,10 @@ class MemoryService:
         lineage = await self._lineage(bank_id, request.supersedes) if request.supersedes else None
         event = event_for(bank_id, request, memory_id=memory_id, now=self._clock(), lineage=lineage)
         timed = request.timestamp is not None
+        if request.memory_id is None and request.supersedes is None:
+            kept = await self._identical(bank_id, request)
+            if kept is not None:
+                return kept
         if request.memory_id is not None:
             # A client-chosen id already held with other content would be dead-lettered as a
             # conflict by ingestion: say so now. The same content again is a retry: done.
@@ -179,6 +187,49 @@ class MemoryService:
             recallable=recallable,
             version=_as_int(_as_dict(event.input.structured).get("version")),
         )
+
+    async def _identical(self, bank_id: str, request: RetainRequest) -> RetainResult | None:
+        """An indexed memory of the bank with this very content and type, reinforced; or None.
+
+        Found by text search among the bank's memories of the type, then compared whole
+        after normalising whitespace and case (the archive holds what the summary cuts).
+        A retain that states its time matches only a memory of that same time: the same
+        words at another time are another experience, which consolidation counts.
+        """
+        wanted = same_content_key(request.content)
+        types = frozenset({request.fact_type}) if request.fact_type is not None else None
+        filters = SearchFilters(bank_id=bank_id, fact_types=types)
+        query = request.content[:SUMMARY_LENGTH]  # the text index holds the summary alone
+        for hit in await self._index.search_text(query, filters, size=IDENTICAL_POOL):
+            doc = hit.document
+            if doc.fact_type != request.fact_type or is_superseded(doc):
+                continue
+            if request.timestamp is not None and doc.timestamp != format_timestamp(
+                request.timestamp
+            ):
+                continue  # the same words met at another stated time: another experience
+            whole = doc.summary if len(doc.summary) < SUMMARY_LENGTH else None
+            text = whole or await self._archived_text(doc.object_storage_key)
+            if text is None or same_content_key(text) != wanted:
+                continue
+            await self._index.update(bank_id, doc.event_id, REINFORCED_BY_RETAIN)
+            found = procedure_version(doc.tags)
+            return RetainResult(
+                memory_id=doc.event_id,
+                bank_id=bank_id,
+                fact_type=doc.fact_type,
+                object_storage_key=doc.object_storage_key,
+                recallable=True,
+                version=found[1] if found else None,
+                reinforced=True,
+            )
+        return None
+
+    async def _archived_text(self, key: str) -> str | None:
+        try:
+            return ArchivedEvent.model_validate_json(await self._archive.get(key)).input.text
+        except NotFoundError:
+            return None
 
     async def _lineage(self, bank_id: str, supersedes: str) -> ProcedureLineage:
         previous = await self._index.get(bank_id, supersedes)

@@ -55,7 +55,7 @@ async def test_index_never_holds_reasoning_or_tool_output(harness: Harness) -> N
     assert doc is not None
     source = json.dumps(doc.to_source())
     assert "secret reasoning" not in source and "tool output" not in source
-    assert doc.object_storage_key == "events/2026/05/02/ev-00001.json"
+    assert doc.object_storage_key == "events/2026/05/02/banks/bank-a/ev-00001.json"
 
 
 async def test_redelivery_of_processed_events_is_a_no_op(harness: Harness) -> None:
