@@ -1,6 +1,6 @@
 """Typed memory: retain through the pipeline, recall through hybrid policy-weighted ranking."""
 
-from cogsub.recall.ranking import RankingPolicy
+from cogsub.recall.policy import RankingPolicy
 from cogsub.recall.service import MemoryService
 
 __all__ = ["MemoryService", "RankingPolicy"]

@@ -20,7 +20,6 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from typing import TYPE_CHECKING
 
 import numpy as np
 import numpy.typing as npt
@@ -28,12 +27,9 @@ import numpy.typing as npt
 from cogsub.core.documents import IndexDocument
 from cogsub.index.ports import Hit
 from cogsub.recall.context import Links, neighbour_links
+from cogsub.recall.policy import RRF_K, RankingPolicy
 from cogsub.recall.query import QueryAnalysis, has_time_expression, speaker_of
 
-if TYPE_CHECKING:
-    from cogsub.recall.ranking import RankingPolicy
-
-RRF_K = 60
 _FloatArray = npt.NDArray[np.float64]
 
 

@@ -12,17 +12,17 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from functools import cached_property
-from typing import Literal
 
 from cogsub.core.events import FactType
 from cogsub.core.memory import PROCEDURE_TAG_PREFIX, VERSION_TAG_PREFIX, ScoreBreakdown
-from cogsub.recall.fusion import RRF_K, Candidate, contextual_fuse, fuse
+from cogsub.recall.fusion import Candidate, contextual_fuse, fuse
+from cogsub.recall.policy import RRF_K, RankingPolicy
 
 __all__ = [
     "RRF_K",
     "Budget",
     "Candidate",
-    "RankingPolicy",
+    "RankingPolicy",  # re-exported: benchmarks import it from here
     "Scored",
     "contextual_fuse",
     "count_bonus",
@@ -35,55 +35,6 @@ __all__ = [
     "recency",
     "score",
 ]
-
-
-@dataclass(frozen=True)
-class RankingPolicy:
-    """Weights of each signal in the final score, and the shapes of the signals.
-
-    The fields from ``fusion`` on shape relevance (:mod:`cogsub.recall.fusion`); the
-    contextual defaults were set on the LoCoMo development split, where the
-    response to each is flat around its value (about ±0.01 recall@10 for ±50 %).
-    """
-
-    relevance: float = 0.80
-    importance: float = 0.05
-    recency: float = 0.05
-    reward: float = 0.04
-    novelty: float = 0.04
-    reinforcement: float = 0.02  # the count bonus cb of cb · log2(1 + count)
-    type_boost: float = 0.10  # applied to observations when prefer_observations is asked
-    recency_half_life_days: float = 30.0
-    novelty_decay: float = 0.5
-    rrf_k: int = RRF_K  # for fusion = "rrf"
-    fusion: Literal["contextual", "rrf"] = "contextual"
-    lexical_weight: float = 1.0
-    semantic_weight: float = 0.5
-    context_before: float = 0.5  # share of the previous turn's BM25 a turn receives
-    context_before_question: float = 1.0  # ... when that turn asked a question
-    context_after: float = 0.3  # share of the next turn's BM25
-    context_second: float = 0.3  # of those shares, what comes from two turns away
-    expand_top: int = 30  # the best hits of each search whose session neighbours join the pool
-    expand_each_side: int = 3  # neighbours fetched before and after each of those hits
-    vector_context: float = 0.3  # weight of each neighbour's embedding in a turn's context vector
-    neighbour_gap_s: float = 3_600.0  # turns further apart than this are not neighbours
-    # The query names the memory's speaker. With names kept out of the vector query
-    # (``name_free_vector``) this cue is what ties the answer to the person.
-    speaker_boost: float = 1.0
-    name_free_vector: bool = True  # embed the query without the names it contains
-    temporal_boost: float = 0.4  # a "when" question, and the memory says when
-    date_boost: float = 0.3  # the query names the day or month the memory is from
-
-    def weights(self) -> dict[str, float]:
-        return {
-            "relevance": self.relevance,
-            "importance": self.importance,
-            "recency": self.recency,
-            "reward": self.reward,
-            "novelty": self.novelty,
-            "reinforcement": self.reinforcement,
-            "type_boost": self.type_boost,
-        }
 
 
 def recency(timestamp: str, now: datetime, *, half_life_days: float) -> float:

@@ -57,10 +57,10 @@ from cogsub.core.topics import EXPERIENCE_RAW
 from cogsub.embeddings.ports import Embedder
 from cogsub.index.ports import DocumentPatch, Hit, MemoryIndex, SearchFilters
 from cogsub.recall.feedback import RetrievalFeedback
+from cogsub.recall.policy import RankingPolicy
 from cogsub.recall.query import analyse_query, without_names
 from cogsub.recall.ranking import (
     Budget,
-    RankingPolicy,
     Scored,
     contextual_fuse,
     estimate_tokens,

@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 
 from cogsub.recall.fusion import contextual_fuse, fuse
+from cogsub.recall.policy import RankingPolicy
 from cogsub.recall.query import analyse_query
-from cogsub.recall.ranking import RankingPolicy
 from tests.services.recall.docs import doc, hits
 
 QUERY_VECTOR = [1.0, 0.0]

@@ -8,7 +8,8 @@ import pytest
 
 from cogsub.core import FactType
 from cogsub.recall.fusion import Candidate
-from cogsub.recall.ranking import RankingPolicy, rank, score
+from cogsub.recall.policy import RankingPolicy
+from cogsub.recall.ranking import rank, score
 from tests.services.recall.docs import T0, doc
 
 NOW = datetime(2023, 6, 7, 13, 56, tzinfo=UTC)  # 30 days after T0: recency 0.5
