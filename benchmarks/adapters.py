@@ -15,6 +15,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from benchmarks.results import record
 from cogsub.archive.filesystem import FilesystemArchive
 from cogsub.bus.sqlite import SqliteEventBus
 from cogsub.core import TopicSpec
@@ -79,6 +80,7 @@ def main() -> int:
             "minilm": minilm(),
         }
     print(json.dumps(figures, indent=2))
+    record("adapters", figures, [])
     return 0
 
 

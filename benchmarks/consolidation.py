@@ -25,7 +25,9 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
+from benchmarks.results import record
 from cogsub.consolidation import ConsolidationPolicy
 from cogsub.consolidation.clusters import Member, clusters
 from cogsub.consolidation.similarity import content_words
@@ -131,7 +133,22 @@ def _line(arm: str, rule: str, s: Scores) -> str:
     )
 
 
-async def main(path: Path) -> None:
+def _figures(arm: str, rule: str, s: Scores) -> dict[str, Any]:
+    return {
+        "arm": arm,
+        "rule": rule,
+        "precision": round(s.precision, 3),
+        "paraphrase_recall": round(s.recall, 3),
+        "merged_paraphrases": s.merged_paraphrases,
+        "paraphrases": s.paraphrases,
+        "merged_near_misses": dict(sorted(s.merged_near_misses.items())),
+        "near_misses": s.near_misses,
+        "grouped_near_misses": s.grouped_near_misses,
+    }
+
+
+async def compare(path: Path) -> list[dict[str, Any]]:
+    """Print and return each arm's scores, before and after details are compared."""
     pairs = load_pairs(path)
     print(
         f"{len(pairs)} pairs from {path.name}: {sum(p.should_merge for p in pairs)} paraphrases, "
@@ -141,15 +158,25 @@ async def main(path: Path) -> None:
     vectors = await minilm_vectors(statements(pairs))
     if vectors is not None:
         arms.insert(0, ("minilm", vectors))
+    rows = []
     for arm, found in arms:
         for rule, by_details in (
             ("before (similarity only)", False),
             ("after (details agree)", True),
         ):
-            print(_line(arm, rule, score(pairs, found, by_details=by_details)))
+            scores = score(pairs, found, by_details=by_details)
+            print(_line(arm, rule, scores))
+            rows.append(_figures(arm, rule, scores))
+    return rows
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--pairs", type=Path, default=FIXTURE)
+    args = parser.parse_args(argv)
+    record("consolidation", asyncio.run(compare(args.pairs)), argv)
+    return 0
 
 
 if __name__ == "__main__":
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--pairs", type=Path, default=FIXTURE)
-    asyncio.run(main(parser.parse_args().pairs))
+    raise SystemExit(main())

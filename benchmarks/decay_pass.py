@@ -26,6 +26,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from benchmarks.results import record
 from benchmarks.round_read import BANK, DIMENSION, documents
 from cogsub.consolidation.round import DECAY_PAGE
 from cogsub.index.ports import DecayStep, DocumentPatch, SearchFilters
@@ -117,6 +118,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args(argv)
     result = asyncio.run(measure(args.documents, args.repeats))
+    record("decay_pass", result, argv)
     if args.json:
         print(json.dumps(result))
     else:

@@ -25,6 +25,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from benchmarks.experiment_corpus import CLUSTERS, MEMORIES, TURNS, Turn, cluster_of
+from benchmarks.results import record
 from cogsub.core.documents import IndexDocument
 from cogsub.recall.ranking import Candidate, RankingPolicy, rank, score
 from cogsub.recall.service import SessionNovelty
@@ -522,6 +523,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     report = run_all()
     print(json.dumps(report, indent=2) if args.json else render(report))
+    record("experiments", report, argv)
     return 0
 
 

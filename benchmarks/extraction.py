@@ -18,8 +18,10 @@ import time
 from collections.abc import Callable, Sequence
 from datetime import datetime
 from pathlib import Path
+from typing import Any
 
 from benchmarks.ingest import make_events
+from benchmarks.results import record
 from cogsub.core.events import EventType
 from cogsub.evaluation.locomo_data import load_locomo
 from cogsub.extraction.dates import resolve_dates
@@ -66,8 +68,8 @@ def every_rule(text: str, when: datetime) -> object:
     return resolve_dates(f"{text} \u00e9", when)
 
 
-def measure(name: str, texts: list[Text], repeats: int) -> bool:
-    """Print one corpus's rows; whether both readings found the same mentions."""
+def measure(name: str, texts: list[Text], repeats: int) -> dict[str, Any]:
+    """Print one corpus's rows and return them, with whether both readings found the same."""
     same = [resolve_dates(t, w) for t, w in texts] == [every_rule(t, w) for t, w in texts]
     rows = {
         "extraction, whole": per_text_us(extract, texts, repeats),
@@ -79,7 +81,12 @@ def measure(name: str, texts: list[Text], repeats: int) -> bool:
         print(f"{row:>36}: {micros:7.1f} µs per text")
     ratio = rows["date rules, every rule (baseline)"] / rows["date rules, tried on their cues"]
     print(f"{'ratio':>36}: {ratio:7.1f}× (same mentions: {same})", flush=True)
-    return same
+    return {
+        "texts": len(texts),
+        "us_per_text": {row: round(micros, 1) for row, micros in rows.items()},
+        "ratio": round(ratio, 2),
+        "same_mentions": same,
+    }
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -91,12 +98,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.events < 1 or args.repeats < 1:
         parser.error("--events and --repeats must be at least 1")
-    same = measure("soak events", soak_texts(args.events, args.seed), args.repeats)
+    corpora = {
+        "soak events": measure("soak events", soak_texts(args.events, args.seed), args.repeats)
+    }
     if args.locomo.is_file():
-        same &= measure("LoCoMo turns", locomo_texts(args.locomo), args.repeats)
+        corpora["LoCoMo turns"] = measure("LoCoMo turns", locomo_texts(args.locomo), args.repeats)
     else:
         print(f"LoCoMo turns: skipped, no file at {args.locomo}")
-    return 0 if same else 1
+    record("extraction", corpora, argv)
+    return 0 if all(corpus["same_mentions"] for corpus in corpora.values()) else 1
 
 
 if __name__ == "__main__":

@@ -52,6 +52,7 @@ from benchmarks.fault_stack import (
     fill_disk,
     tmpfs,
 )
+from benchmarks.results import record
 from cogsub.telemetry import configure_logging
 
 SCENARIOS = (
@@ -293,8 +294,9 @@ def main(argv: Sequence[str] | None = None) -> int:
                 row = Row(name, notes=[f"error: {type(exc).__name__}: {exc}"])
         rows.append(row)
         print(f"  {name}: {'ok' if row.ok else row.skipped or 'FAILED'}", file=sys.stderr)
+    rows_json = [{**asdict(row), "ok": row.ok} for row in rows]
+    record("faults", rows_json, argv)
     if args.json:
-        rows_json = [{**asdict(row), "ok": row.ok} for row in rows]
         print(json.dumps(rows_json, indent=2, ensure_ascii=False))
     else:
         print(table(rows))

@@ -29,6 +29,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from benchmarks.results import record
 from cogsub.core import FactType, IndexDocument
 from cogsub.index.ports import DocumentPatch
 from cogsub.index.sqlite import WAL_CHECKPOINT_PAGES, SqliteMemoryIndex
@@ -211,6 +212,7 @@ def parse(argv: Sequence[str] | None = None) -> argparse.Namespace:
 def main(argv: Sequence[str] | None = None) -> int:
     args = parse(argv)
     result = asyncio.run(measure(args))
+    record("index_writes", result, argv)
     if args.json:
         print(json.dumps(result))
     else:

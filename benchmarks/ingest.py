@@ -25,6 +25,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from benchmarks.results import record
 from cogsub.core import EXPERIENCE_RAW, STAGE1_TOPICS
 from cogsub.embeddings.ports import Embedder
 from cogsub.ingestion import BatchOutcome, IngestionWorker
@@ -208,6 +209,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     else:
         embedders = args.embedder or ["hash", "minilm"]
         rows = asyncio.run(bench_embedded(args.events, embedders, args.workdir))
+    record(f"ingest_{args.backend}", rows, argv, module="ingest")
     if args.json:
         print(json.dumps(rows))
     else:

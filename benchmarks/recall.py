@@ -25,6 +25,7 @@ from typing import Any
 
 import numpy as np
 
+from benchmarks.results import record
 from cogsub.archive.filesystem import FilesystemArchive
 from cogsub.bus.memory import MemoryEventBus
 from cogsub.core import IndexDocument, format_timestamp
@@ -198,6 +199,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--queries", type=int, default=200)
     args = parser.parse_args(argv)
     rows = asyncio.run(main_async(args.size or [10_000, 100_000], args.queries))
+    record("recall", rows, argv)
     print("memories | excl. embedding p50/p95/p99 ms | incl. MiniLM p50/p95/p99 ms | RSS MiB")
     print("--- | --- | --- | ---")
     for row in rows:

@@ -23,6 +23,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from benchmarks.results import record
 from cogsub.core.documents import IndexDocument
 from cogsub.core.events import FactType
 from cogsub.index.ports import SearchFilters, replay_order
@@ -120,6 +121,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args(argv)
     result = asyncio.run(measure(args.documents, args.max_scan, args.repeats))
+    record("round_read", result, argv)
     if args.json:
         print(json.dumps(result))
     else:

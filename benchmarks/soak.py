@@ -53,6 +53,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from prometheus_client.samples import Sample as PromSample
 
 from benchmarks.ingest import make_events
+from benchmarks.results import record
 from cogsub.core import EXPERIENCE_ENRICHED, EXPERIENCE_RAW
 from cogsub.core.memory import RecallRequest
 from cogsub.ingestion import BatchOutcome
@@ -941,6 +942,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         except asyncio.CancelledError:
             print("soak stopped by SIGTERM; removing its store…", file=sys.stderr, flush=True)
             return 143
+        record("soak", summary, argv)
         if args.json:
             print(json.dumps(summary))
         else:

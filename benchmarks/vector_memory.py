@@ -20,6 +20,7 @@ from typing import Any
 
 import numpy as np
 
+from benchmarks.results import record
 from cogsub.index.sqlite import _Vectors
 
 SUBJECTS = ["billing", "search", "auth", "payments", "ingestion", "reporting", "mobile", "infra"]
@@ -71,6 +72,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args(argv)
     result = measure(args.documents, args.unique_tags)
+    record("vector_memory", result, argv)
     if args.json:
         print(json.dumps(result))
     else:

@@ -23,6 +23,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
+from benchmarks.results import record
 from benchmarks.vector_memory import rows
 from cogsub.index.ports import SearchFilters
 from cogsub.index.sqlite import _Vectors
@@ -151,6 +152,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             f" {'same scores' if result['same_scores'] else 'SCORES DIFFER'}",
             flush=True,
         )
+    record("vector_search", results, argv)
     if args.json:
         print(json.dumps(results))
     return 0 if all(r["same_scores"] for r in results) else 1
