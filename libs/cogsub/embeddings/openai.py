@@ -2,104 +2,36 @@
 
 Works with OpenAI itself and with the many servers that copy its API (vLLM, TEI,
 llama.cpp, Ollama, LiteLLM...). Throttling and outages are retried with exponential
-backoff and full jitter, honouring ``Retry-After``; everything else fails fast with
-the server's own explanation. The API key goes into the ``Authorization`` header and
-nowhere else: it is scrubbed from every message, log event and ``repr``.
+backoff and full jitter, honouring ``Retry-After`` (``cogsub.openai_http``); everything
+else fails fast with the server's own explanation. The API key goes into the
+``Authorization`` header and nowhere else: it is scrubbed from every message, log
+event and ``repr``.
 """
 
 from __future__ import annotations
 
-import asyncio
-import email.utils
-import random
-import time
-from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
-from typing import Any
+from collections.abc import Sequence
 
 import httpx
 import numpy as np
-import structlog
 
-from cogsub.core.errors import (
-    ConfigurationError,
-    FieldProblem,
-    InvalidInputError,
-    UnavailableError,
-)
+from cogsub.core.errors import ConfigurationError, FieldProblem, InvalidInputError
+from cogsub.openai_http import Backoff, OpenAICompatibleEndpoint, ServerAnswer, wrong_settings
 
 __all__ = ["OpenAIEmbedder"]
 
-_log = structlog.get_logger(__name__)
-
 # OpenAI caps one request at 2048 inputs.
 _MAX_BATCH = 2048
-# Worth another try: throttling, request timeout and lock conflicts (5xx come on top).
-_RETRY_STATUSES = frozenset({408, 409, 429})
 # Client errors caused by the texts themselves; other 4xx mean wrong settings.
 _INPUT_STATUSES = frozenset({400, 413, 422})
 # Most servers reject an empty string; a single space embeds as "nothing".
 _EMPTY_STAND_IN = " "
 
 
-class _RetryableStatus(UnavailableError):
-    """A 408/409/429 or 5xx answer; ``retry_after`` is the server's hint in seconds."""
-
-    def __init__(self, message: str, retry_after: float | None) -> None:
-        super().__init__(message)
-        self.retry_after = retry_after
-
-
-@contextmanager
-def _map_httpx_errors(url: str) -> Iterator[None]:
-    """Turn httpx transport failures (timeouts, refused or reset connections) into ours."""
-    try:
-        yield
-    except httpx.TimeoutException as exc:
-        raise UnavailableError(
-            f"embedding request to {url} timed out ({type(exc).__name__})"
-        ) from exc
-    except httpx.TransportError as exc:
-        raise UnavailableError(
-            f"embedding request to {url} failed: {type(exc).__name__}: {exc}"
-        ) from exc
-
-
-def _parse_retry_after(headers: httpx.Headers) -> float | None:
-    """Seconds to wait from ``retry-after-ms`` (OpenAI) or ``Retry-After`` (RFC 9110)."""
-    millis = headers.get("retry-after-ms")
-    if millis is not None:
-        try:
-            return max(0.0, float(millis) / 1000.0)
-        except ValueError:
-            pass
-    value = headers.get("retry-after")
-    if value is None:
-        return None
-    try:
-        return max(0.0, float(value))
-    except ValueError:
-        pass
-    try:
-        when = email.utils.parsedate_to_datetime(value)
-    except (TypeError, ValueError):
-        return None
-    return max(0.0, when.timestamp() - time.time())
-
-
-def _server_message(response: httpx.Response) -> str:
-    """The human explanation in an error body (``{"error": {"message": ...}}`` or text)."""
-    try:
-        body = response.json()
-    except ValueError:
-        return response.text[:500]
-    if isinstance(body, dict):
-        error = body.get("error", body.get("detail", body))
-        if isinstance(error, dict) and isinstance(error.get("message"), str):
-            return str(error["message"])
-        if isinstance(error, str):
-            return error
-    return response.text[:500]
+def _refuse(answer: ServerAnswer) -> Exception:
+    if answer.status in _INPUT_STATUSES:
+        return InvalidInputError([FieldProblem("input", answer.message)])
+    return wrong_settings(answer)
 
 
 class OpenAIEmbedder:
@@ -147,14 +79,16 @@ class OpenAIEmbedder:
         root = base_url.rstrip("/")
         self._url = f"{root}/embeddings" if root.endswith("/v1") else f"{root}/v1/embeddings"
         self._model = model
-        self._api_key = api_key or None
         self._dimension = dimension
         self._batch_size = batch_size
-        self._max_retries = max_retries
-        self._backoff_base_s = backoff_base_s
-        self._backoff_max_s = backoff_max_s
-        headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
-        self._client = httpx.AsyncClient(timeout=httpx.Timeout(timeout_s), headers=headers)
+        self._endpoint = OpenAICompatibleEndpoint(
+            self._url,
+            what="embedding",
+            api_key=api_key,
+            timeout_s=timeout_s,
+            backoff=Backoff(max_retries + 1, backoff_base_s, backoff_max_s),
+            retry_event="embedding_request_retrying",
+        )
 
     @property
     def name(self) -> str:
@@ -181,51 +115,12 @@ class OpenAIEmbedder:
 
     async def close(self) -> None:
         """Close the HTTP connection pool."""
-        await self._client.aclose()
+        await self._endpoint.close()
 
     async def _embed_batch(self, batch: list[str]) -> list[list[float]]:
         payload = {"model": self._model, "input": batch}
-        for attempt in range(self._max_retries + 1):
-            try:
-                response = await self._post(payload)
-            except UnavailableError as exc:
-                if attempt == self._max_retries:
-                    raise UnavailableError(
-                        f"{self._redact(str(exc))} (gave up after {attempt + 1} attempts)"
-                    ) from exc
-                hint = exc.retry_after if isinstance(exc, _RetryableStatus) else None
-                delay = self._delay(attempt, hint)
-                _log.warning(
-                    "embedding_request_retrying",
-                    url=self._url,
-                    attempt=attempt + 1,
-                    delay_s=round(delay, 3),
-                    reason=self._redact(str(exc)),
-                )
-                await asyncio.sleep(delay)
-                continue
-            return self._parse(response, expected=len(batch))
-        raise AssertionError("unreachable: the loop returns or raises")  # pragma: no cover
-
-    async def _post(self, payload: dict[str, Any]) -> httpx.Response:
-        with _map_httpx_errors(self._url):
-            response = await self._client.post(self._url, json=payload)
-        status = response.status_code
-        if status < 400:
-            return response
-        message = f"embedding server answered {status}: {self._redact(_server_message(response))}"
-        if status in _RETRY_STATUSES or status >= 500:
-            raise _RetryableStatus(message, _parse_retry_after(response.headers))
-        if status in _INPUT_STATUSES:
-            raise InvalidInputError([FieldProblem("input", message)])
-        raise ConfigurationError(f"{message} (check the URL, API key and model)")
-
-    def _delay(self, attempt: int, retry_after: float | None) -> float:
-        if retry_after is not None:
-            return min(retry_after, self._backoff_max_s)
-        ceiling = min(self._backoff_max_s, self._backoff_base_s * 2**attempt)
-        # Full jitter: spreads the retries of many workers hit by the same outage.
-        return random.uniform(0.0, ceiling)
+        response = await self._endpoint.post(payload, refuse=_refuse)
+        return self._parse(response, expected=len(batch))
 
     def _parse(self, response: httpx.Response, *, expected: int) -> list[list[float]]:
         try:
@@ -256,10 +151,6 @@ class OpenAIEmbedder:
             raise ConfigurationError(f"{self._url} returned a zero or non-finite vector")
         result: list[list[float]] = (matrix / norms).tolist()
         return result
-
-    def _redact(self, text: str) -> str:
-        # Servers echo a rejected key back ("Incorrect API key provided: sk-...").
-        return text.replace(self._api_key, "[redacted]") if self._api_key else text
 
     def __repr__(self) -> str:
         return f"OpenAIEmbedder(url={self._url!r}, model={self._model!r}, dim={self._dimension})"

@@ -17,11 +17,7 @@ every message and log event.
 
 from __future__ import annotations
 
-import asyncio
-import random
 import re
-from collections.abc import Iterator
-from contextlib import contextmanager
 from datetime import date
 from typing import Annotated, Any, Literal
 
@@ -30,15 +26,15 @@ import structlog
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, StringConstraints
 from pydantic import ValidationError as PydanticValidationError
 
-from cogsub.core.errors import ConfigurationError, UnavailableError
+from cogsub.core.errors import ConfigurationError
 from cogsub.core.events import FactType
 from cogsub.extraction.ports import ExtractedFact, ExtractionInput, ExtractionRejected
+from cogsub.openai_http import Backoff, OpenAICompatibleEndpoint, ServerAnswer, wrong_settings
 
 __all__ = ["FACTS_SCHEMA", "SYSTEM_PROMPT", "LLMExtractor"]
 
 _log = structlog.get_logger(__name__)
 
-_RETRY_STATUSES = frozenset({408, 409, 429})
 _TOO_LONG_CODES = frozenset({"context_length_exceeded", "string_above_max_length"})
 _ISO_DAY = re.compile(r"\d{4}-\d{2}-\d{2}")
 _FENCE = re.compile(r"^```(?:json)?\s*(?P<body>.*?)\s*```$", re.S)
@@ -124,53 +120,6 @@ class _Facts(BaseModel):
     facts: list[_Fact]
 
 
-class _RetryableStatus(UnavailableError):
-    """A 408/409/429 or 5xx answer; ``retry_after`` is the server's hint in seconds."""
-
-    def __init__(self, message: str, retry_after: float | None) -> None:
-        super().__init__(message)
-        self.retry_after = retry_after
-
-
-@contextmanager
-def _map_httpx_errors(url: str) -> Iterator[None]:
-    """Turn httpx transport failures (timeouts, refused or reset connections) into ours."""
-    try:
-        yield
-    except httpx.TimeoutException as exc:
-        raise UnavailableError(f"chat request to {url} timed out ({type(exc).__name__})") from exc
-    except httpx.TransportError as exc:
-        raise UnavailableError(
-            f"chat request to {url} failed: {type(exc).__name__}: {exc}"
-        ) from exc
-
-
-def _retry_after(headers: httpx.Headers) -> float | None:
-    """Seconds to wait from ``retry-after-ms`` or ``Retry-After`` (seconds form)."""
-    for name, scale in (("retry-after-ms", 0.001), ("retry-after", 1.0)):
-        value = headers.get(name)
-        if value is None:
-            continue
-        try:
-            return max(0.0, float(value) * scale)
-        except ValueError:
-            continue  # an HTTP-date: fall back to our own backoff
-    return None
-
-
-def _error_body(response: httpx.Response) -> tuple[str, str | None]:
-    """The server's explanation and error code (``{"error": {"message", "code"}}``)."""
-    try:
-        body = response.json()
-    except ValueError:
-        return response.text[:500], None
-    error = body.get("error", body.get("detail", body)) if isinstance(body, dict) else body
-    if isinstance(error, dict):
-        code = error.get("code")
-        return str(error.get("message", error))[:500], code if isinstance(code, str) else None
-    return str(error)[:500], None
-
-
 def _first_problem(exc: PydanticValidationError) -> str:
     errors = exc.errors(include_url=False, include_input=False)
     if any(error["type"] == "json_invalid" for error in errors):
@@ -232,18 +181,16 @@ class LLMExtractor:
             )
         if not model:
             raise ConfigurationError("an LLM extractor needs a model name")
-        self._url = f"{base_url.rstrip('/')}/chat/completions"
         self._model = model
-        self._api_key = api_key or None
-        self._timeout = httpx.Timeout(timeout_s)
-        self._max_attempts = max_attempts
-        self._backoff_base_s = backoff_base_s
-        self._backoff_max_s = backoff_max_s
-        self._owns_client = client is None
-        self._client = client if client is not None else httpx.AsyncClient()
-        # httpx.Headers, not a dict: its repr masks the key wherever it is printed
-        # (a traceback renderer showing the locals of httpx's own frames, a debugger).
-        self._headers = httpx.Headers({"Authorization": f"Bearer {api_key}"} if api_key else {})
+        self._endpoint = OpenAICompatibleEndpoint(
+            f"{base_url.rstrip('/')}/chat/completions",
+            what="chat",
+            api_key=api_key,
+            timeout_s=timeout_s,
+            backoff=Backoff(max_attempts, backoff_base_s, backoff_max_s),
+            retry_event="extraction_request_retrying",
+            client=client,
+        )
 
     @property
     def name(self) -> str:
@@ -253,7 +200,7 @@ class LLMExtractor:
     @property
     def url(self) -> str:
         """The full chat completions endpoint URL."""
-        return self._url
+        return self._endpoint.url
 
     async def extract(self, item: ExtractionInput) -> list[ExtractedFact]:
         """The facts ``item`` states, as validated model output."""
@@ -269,60 +216,22 @@ class LLMExtractor:
                 "json_schema": {"name": "facts", "strict": True, "schema": FACTS_SCHEMA},
             },
         }
-        response = await self._post_with_retries(payload, item)
+        response = await self._endpoint.post(
+            payload,
+            refuse=lambda answer: self._refuse(item, answer),
+            source_event_id=item.source_event_id,
+        )
         return self._parse(response, item)
 
     async def close(self) -> None:
         """Close the HTTP connection pool, unless it was handed in."""
-        if self._owns_client:
-            await self._client.aclose()
+        await self._endpoint.close()
 
-    async def _post_with_retries(
-        self, payload: dict[str, Any], item: ExtractionInput
-    ) -> httpx.Response:
-        for attempt in range(1, self._max_attempts + 1):
-            try:
-                return await self._post(payload, item)
-            except UnavailableError as exc:
-                reason = self._redact(str(exc))
-                if attempt == self._max_attempts:
-                    raise UnavailableError(f"{reason} (gave up after {attempt} attempts)") from exc
-                hint = exc.retry_after if isinstance(exc, _RetryableStatus) else None
-                delay = self._delay(attempt, hint)
-                _log.warning(
-                    "extraction_request_retrying",
-                    source_event_id=item.source_event_id,
-                    url=self._url,
-                    attempt=attempt,
-                    delay_s=round(delay, 3),
-                    reason=reason,
-                )
-                await asyncio.sleep(delay)
-        raise AssertionError("unreachable: the loop returns or raises")  # pragma: no cover
-
-    async def _post(self, payload: dict[str, Any], item: ExtractionInput) -> httpx.Response:
-        with _map_httpx_errors(self._url):
-            response = await self._client.post(
-                self._url, json=payload, headers=self._headers, timeout=self._timeout
-            )
-        status = response.status_code
-        if status < 400:
-            return response
-        text, code = _error_body(response)
-        message = f"chat endpoint answered {status}: {self._redact(text)}"
-        if status in _RETRY_STATUSES or status >= 500:
-            raise _RetryableStatus(message, _retry_after(response.headers))
-        if status == 413 or code in _TOO_LONG_CODES:
+    def _refuse(self, item: ExtractionInput, answer: ServerAnswer) -> Exception:
+        if answer.status == 413 or answer.code in _TOO_LONG_CODES:
             # Only this content is too long for the model; the settings are fine.
-            raise self._reject(item, f"content too long for the model ({message})")
-        raise ConfigurationError(f"{message} (check the URL, API key and model)")
-
-    def _delay(self, attempt: int, retry_after: float | None) -> float:
-        if retry_after is not None:
-            return min(retry_after, self._backoff_max_s)
-        ceiling = min(self._backoff_max_s, self._backoff_base_s * 2 ** (attempt - 1))
-        # Full jitter: spreads the retries of many workers hit by the same outage.
-        return random.uniform(0.0, ceiling)
+            return self._reject(item, f"content too long for the model ({answer.message})")
+        return wrong_settings(answer)
 
     def _parse(self, response: httpx.Response, item: ExtractionInput) -> list[ExtractedFact]:
         try:
@@ -333,7 +242,7 @@ class LLMExtractor:
             refusal = message.get("refusal")
         except (ValueError, KeyError, IndexError, TypeError, AttributeError) as exc:
             raise ConfigurationError(
-                f"{self._url} did not answer with a chat completion ({type(exc).__name__})"
+                f"{self._endpoint.url} did not answer with a chat completion ({type(exc).__name__})"
             ) from exc
         if refusal:
             raise self._reject(item, f"the model refused: {str(refusal)[:200]}")
@@ -365,7 +274,7 @@ class LLMExtractor:
         ]
 
     def _reject(self, item: ExtractionInput, rule: str) -> ExtractionRejected:
-        rule = self._redact(rule)
+        rule = self._endpoint.redact(rule)
         _log.warning(
             "extraction_rejected",
             source_event_id=item.source_event_id,
@@ -374,9 +283,5 @@ class LLMExtractor:
         )
         return ExtractionRejected(item.source_event_id, rule)
 
-    def _redact(self, text: str) -> str:
-        # Servers echo a rejected key back ("Incorrect API key provided: sk-...").
-        return text.replace(self._api_key, "[redacted]") if self._api_key else text
-
     def __repr__(self) -> str:
-        return f"LLMExtractor(url={self._url!r}, model={self._model!r})"
+        return f"LLMExtractor(url={self._endpoint.url!r}, model={self._model!r})"

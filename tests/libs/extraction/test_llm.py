@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import email.utils
 import json
 import socket
 import time
@@ -219,6 +220,20 @@ async def test_429_waits_for_retry_after_then_succeeds(
     (retry,) = [log for log in logs if log["event"] == "extraction_request_retrying"]
     assert retry["delay_s"] == 1.0
     assert retry["source_event_id"] == "evt-0042"
+
+
+async def test_429_honours_an_http_date_retry_after(
+    make: MakeExtractor, chat_server: ChatServer
+) -> None:
+    # RFC 9110 lets Retry-After be a date; whole seconds, so the wait is 1-2 s.
+    await chat_server.queue("429", retry_after=email.utils.formatdate(time.time() + 2, usegmt=True))
+    await chat_server.reply(facts_json(GOOD))
+    started = time.monotonic()
+    with capture_logs() as logs:
+        await make().extract(ITEM)
+    assert time.monotonic() - started >= 0.9
+    (retry,) = [log for log in logs if log["event"] == "extraction_request_retrying"]
+    assert 0.9 <= retry["delay_s"] <= 2.0
 
 
 async def test_retry_after_is_capped(make: MakeExtractor, chat_server: ChatServer) -> None:
