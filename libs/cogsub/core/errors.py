@@ -10,7 +10,16 @@ the same message again (after a backoff) or to dead-letter it.
     │   └── ObjectExistsError      a write-once object is already there
     ├── NotFoundError              asked for something that does not exist
     ├── UnavailableError           a backend is down or throttling (retryable)
-    └── ConfigurationError         settings that cannot work together
+    ├── ConfigurationError         settings that cannot work together
+    ├── AuthenticationError        no API key, or one the server does not know
+    ├── PermissionDeniedError      the API key does not grant that bank
+    ├── RejectedError              ingestion dead-lettered what the API took
+    │   ├── RejectedInputError     ... as invalid (also an InvalidInputError)
+    │   └── RejectedConflictError  ... as clashing with the archive (also a ConflictError)
+    └── ServerError                the API failed in a way it did not classify
+
+The last six are what the API answers with and the SDK raises; they live here,
+not in either, so that the API and the SDK both import them from below.
 """
 
 from __future__ import annotations
@@ -71,3 +80,33 @@ class UnavailableError(CogsubError):
 
 class ConfigurationError(CogsubError):
     """Settings that cannot work (unknown adapter, dimension mismatch...)."""
+
+
+class AuthenticationError(CogsubError):
+    """The request carried no API key, or one the server does not know."""
+
+
+class PermissionDeniedError(CogsubError):
+    """The API key is valid but does not grant the bank asked for."""
+
+
+class RejectedError(CogsubError):
+    """The API took the memory, then ingestion dead-lettered it: it never becomes recallable.
+
+    Raised for ``wait=True`` retains as soon as the dead letter is seen; the message
+    says why and where the dead letter is (``cogsub dlq show <that position>``).
+    """
+
+    error_type = "rejected"
+
+
+class RejectedInputError(RejectedError, InvalidInputError):
+    """Ingestion found the memory invalid, or could not process it (HTTP 422)."""
+
+
+class RejectedConflictError(RejectedError, ConflictError):
+    """The memory's id is archived with other content (HTTP 409)."""
+
+
+class ServerError(CogsubError):
+    """The server failed in a way it did not classify (HTTP 500)."""

@@ -5,6 +5,14 @@ process (``MemoryClient.embedded(data_dir)``), and return the core models.
 Importing this package never imports the services.
 """
 
+from cogsub.core.errors import (
+    AuthenticationError,
+    PermissionDeniedError,
+    RejectedConflictError,
+    RejectedError,
+    RejectedInputError,
+    ServerError,
+)
 from cogsub.core.memory import (
     ConsolidationReport,
     MemoryHit,
@@ -15,14 +23,6 @@ from cogsub.core.memory import (
     ScoreBreakdown,
 )
 from cogsub.sdk._base import FeedbackResult, ForgetBankResult, ForgetResult, ImportResult
-from cogsub.sdk._errors import (
-    AuthenticationError,
-    PermissionDeniedError,
-    RejectedConflictError,
-    RejectedError,
-    RejectedInputError,
-    ServerError,
-)
 from cogsub.sdk.client import AsyncMemoryClient, MemoryClient
 
 __all__ = [

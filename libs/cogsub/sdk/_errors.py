@@ -12,6 +12,8 @@ client raises the domain error the server raised, carrying the server's message:
     ├── UnavailableError         503, 502, 504, connection failures, timeouts (retryable)
     ├── AuthenticationError      401: no key, or a key the server does not know
     └── PermissionDeniedError    403: the key does not grant that bank
+
+The error types are ``cogsub.core.errors``'s, shared with the API that raises them.
 """
 
 from __future__ import annotations
@@ -23,44 +25,19 @@ from collections.abc import Iterator, Mapping
 import httpx
 
 from cogsub.core.errors import (
+    AuthenticationError,
     CogsubError,
     ConflictError,
     FieldProblem,
     InvalidInputError,
     NotFoundError,
+    PermissionDeniedError,
+    RejectedConflictError,
+    RejectedError,
+    RejectedInputError,
+    ServerError,
     UnavailableError,
 )
-
-
-class AuthenticationError(CogsubError):
-    """The request carried no API key, or one the server does not know."""
-
-
-class PermissionDeniedError(CogsubError):
-    """The API key is valid but does not grant the bank asked for."""
-
-
-class RejectedError(CogsubError):
-    """The API took the memory, then ingestion dead-lettered it: it never becomes recallable.
-
-    Raised for ``wait=True`` retains as soon as the dead letter is seen; the message
-    says why and where the dead letter is (``cogsub dlq show <that position>``).
-    """
-
-    error_type = "rejected"
-
-
-class RejectedInputError(RejectedError, InvalidInputError):
-    """Ingestion found the memory invalid, or could not process it (HTTP 422)."""
-
-
-class RejectedConflictError(RejectedError, ConflictError):
-    """The memory's id is archived with other content (HTTP 409)."""
-
-
-class ServerError(CogsubError):
-    """The server failed in a way it did not classify (HTTP 500)."""
-
 
 _BY_STATUS: Mapping[int, type[CogsubError]] = {
     401: AuthenticationError,

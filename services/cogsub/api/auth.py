@@ -26,11 +26,14 @@ from collections.abc import Iterable, Mapping
 
 from pydantic import TypeAdapter, ValidationError
 
-from cogsub.core.errors import ConfigurationError, FieldProblem, InvalidInputError
+from cogsub.core.errors import (
+    AuthenticationError,
+    ConfigurationError,
+    FieldProblem,
+    InvalidInputError,
+    PermissionDeniedError,
+)
 from cogsub.core.events import SafeId
-
-# The SDK and the API share these two errors until core.errors has them.
-from cogsub.sdk import AuthenticationError, PermissionDeniedError
 
 ALL_BANKS = "*"
 ANY_HOST = "*"

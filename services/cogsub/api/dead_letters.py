@@ -20,10 +20,9 @@ from pydantic import BaseModel, ConfigDict
 from cogsub.api.auth import ALL_BANKS
 from cogsub.api.deps import SAFE_ID_SCHEMA, State, _bearer
 from cogsub.api.errors import ErrorBody
-from cogsub.core.errors import UnavailableError
+from cogsub.core.errors import AuthenticationError, PermissionDeniedError, UnavailableError
 from cogsub.deadletters.desk import MAX_PAGE, DeadLetterDesk, checked_topic
 from cogsub.deadletters.letters import DeadLetter, Position
-from cogsub.sdk import AuthenticationError, PermissionDeniedError
 
 #: Where ``create_app`` leaves the desk on ``app.state``.
 DESK_ATTRIBUTE = "cogsub_dead_letters"

@@ -32,18 +32,16 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from cogsub.api.readiness import NotReadyError
 from cogsub.core.errors import (
+    AuthenticationError,
     CogsubError,
     ConflictError,
     FieldProblem,
     InvalidInputError,
     NotFoundError,
-    UnavailableError,
-)
-from cogsub.sdk import (
-    AuthenticationError,
     PermissionDeniedError,
     RejectedConflictError,
     RejectedError,
+    UnavailableError,
 )
 
 log = structlog.get_logger("cogsub.api")

@@ -20,7 +20,14 @@ from dataclasses import dataclass
 from typing import Protocol
 
 from cogsub.bus.ports import Headers, Record
-from cogsub.core.errors import CogsubError, FieldProblem, InvalidInputError
+from cogsub.core.errors import (
+    CogsubError,
+    FieldProblem,
+    InvalidInputError,
+    RejectedConflictError,
+    RejectedError,
+    RejectedInputError,
+)
 from cogsub.core.topics import (
     CONSOLIDATION_DLQ,
     CONSOLIDATION_REQUEST,
@@ -29,7 +36,6 @@ from cogsub.core.topics import (
     EXPERIENCE_RAW_DLQ,
 )
 from cogsub.ingestion.pipeline import DLQ_KIND_HEADER, DLQ_REASON_HEADER, DLQ_SOURCE_HEADER
-from cogsub.sdk import RejectedConflictError, RejectedError, RejectedInputError
 
 #: Each dead-letter topic, and the topics its letters may be sent back to.
 RETRY_TARGETS: Mapping[str, frozenset[str]] = {
