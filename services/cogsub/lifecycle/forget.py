@@ -21,12 +21,10 @@ record. ``audit/{bank}/`` itself is kept: it is the trace of what was erased.
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import json
-from collections.abc import Awaitable, Callable, Iterable, Sequence
+from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
-from typing import TypeVar
 
 import structlog
 from pydantic import ValidationError
@@ -46,6 +44,7 @@ from cogsub.core.errors import NotFoundError, ObjectExistsError
 from cogsub.core.events import format_timestamp
 from cogsub.core.keys import EVENTS_PREFIX
 from cogsub.index.ports import MemoryIndex, SearchFilters
+from cogsub.lifecycle.archive_reads import bounded, chunks, read_many
 from cogsub.lifecycle.provenance import (
     Derived,
     Supersession,
@@ -72,29 +71,8 @@ from cogsub.lifecycle.records import (
 
 log = structlog.get_logger("cogsub.lifecycle")
 
-T = TypeVar("T")
-R = TypeVar("R")
-
 BATCH = 200
-CONCURRENCY = 32
 BankProgress = Callable[[ForgetBankReport], None]
-
-
-async def bounded(
-    items: Iterable[T], fn: Callable[[T], Awaitable[R]], *, limit: int = CONCURRENCY
-) -> list[R]:
-    """``fn`` over ``items`` with at most ``limit`` running at once, results in order."""
-    gate = asyncio.Semaphore(limit)
-
-    async def one(item: T) -> R:
-        async with gate:
-            return await fn(item)
-
-    return await asyncio.gather(*(one(item) for item in items))
-
-
-def chunks(items: Sequence[T], size: int) -> list[Sequence[T]]:
-    return [items[start : start + size] for start in range(0, len(items), size)]
 
 
 def owned_by(bank_id: str, key: str) -> bool:
@@ -147,7 +125,7 @@ class Forgetting:
         wanted = [
             k for k in keys if is_derived_memory_key(k) or folder_of(bank_id, k) == "supersessions"
         ]
-        bodies = await self._read_many(wanted)
+        bodies = await read_many(self._archive, wanted)
         derived: list[Derived] = []
         supersessions: list[Supersession] = []
         for key, body in bodies.items():
@@ -338,7 +316,7 @@ class Forgetting:
     ) -> ForgetBankReport:
         keys = [k async for k in self._archive.list(EVENTS_PREFIX)]
         for chunk in chunks(keys, self._batch):
-            bodies = await self._read_many(chunk)
+            bodies = await read_many(self._archive, chunk)
             mine = [k for k, body in bodies.items() if _bank_of(body) == bank_id]
             await self._erase(mine)
             report = report.model_copy(update={"memory_objects": report.memory_objects + len(mine)})
@@ -350,7 +328,7 @@ class Forgetting:
     async def _pending(self, bank_id: str) -> list[ForgetPlan]:
         plans = []
         keys = [k async for k in self._archive.list(pending_prefix(bank_id))]
-        for key, body in (await self._read_many(keys)).items():
+        for key, body in (await read_many(self._archive, keys)).items():
             try:
                 plans.append(ForgetPlan.model_validate_json(body))
             except ValidationError:
@@ -364,18 +342,6 @@ class Forgetting:
             await self._archive.put_once(key, record.to_json())
         await self._archive.delete(pending_key(plan.bank_id, plan.stem))
         return key
-
-    async def _read_many(self, keys: Sequence[str]) -> dict[str, bytes]:
-        """The bodies of ``keys`` that still exist, in order."""
-
-        async def read(key: str) -> bytes | None:
-            try:
-                return await self._archive.get(key)
-            except NotFoundError:
-                return None
-
-        bodies = await bounded(keys, read)
-        return {k: b for k, b in zip(keys, bodies, strict=True) if b is not None}
 
     async def _erase(self, keys: Sequence[str]) -> None:
         await bounded(keys, self._archive.delete)

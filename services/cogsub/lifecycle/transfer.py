@@ -19,7 +19,7 @@ again. Importing the same file twice changes nothing the second time.
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncIterable, AsyncIterator, Callable, Iterable, Sequence
+from collections.abc import AsyncIterable, AsyncIterator, Callable, Iterable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Literal
@@ -48,6 +48,7 @@ from cogsub.core.errors import (
 )
 from cogsub.core.events import ArchivedEvent, format_timestamp
 from cogsub.index.ports import MemoryIndex, SearchFilters
+from cogsub.lifecycle.archive_reads import bounded, chunks, read_many
 from cogsub.lifecycle.bundle import (
     MAX_PROBLEMS,
     ExportObject,
@@ -63,7 +64,7 @@ from cogsub.lifecycle.bundle import (
     parse_header,
     trailer_line,
 )
-from cogsub.lifecycle.forget import BATCH, bounded, chunks, owned_by
+from cogsub.lifecycle.forget import BATCH, owned_by
 from cogsub.lifecycle.provenance import bank_prefix, evidence_from, folder_of
 from cogsub.lifecycle.records import audit_prefix, is_audit_record_key
 
@@ -158,7 +159,7 @@ class BankTransfer:
         while page := await self._index.scan(filters, size=self._batch, after=after):
             after = page[-1].event_id
             docs = [d for d in page if owned_by(bank_id, d.object_storage_key)]
-            bodies = await self._read_many([d.object_storage_key for d in docs])
+            bodies = await read_many(self._archive, [d.object_storage_key for d in docs])
             for doc in docs:
                 line = self._line(doc.object_storage_key, bodies, doc)
                 if line is None:
@@ -171,7 +172,7 @@ class BankTransfer:
                 on_progress(memories + records)
         rest = [k for k in bank_keys if k not in exported] + audit_keys
         for chunk in chunks(rest, self._batch):
-            bodies = await self._read_many(chunk)
+            bodies = await read_many(self._archive, chunk)
             for key in chunk:
                 line = self._line(key, bodies, None)
                 if line is None:
@@ -193,16 +194,6 @@ class BankTransfer:
         if line is None:  # erased meanwhile, or not a JSON object: nothing to carry
             log.warning("export_object_skipped", key=key)
         return line
-
-    async def _read_many(self, keys: Sequence[str]) -> dict[str, bytes]:
-        async def read(key: str) -> bytes | None:
-            try:
-                return await self._archive.get(key)
-            except NotFoundError:
-                return None
-
-        bodies = await bounded(keys, read)
-        return {k: b for k, b in zip(keys, bodies, strict=True) if b is not None}
 
     # -- import ----------------------------------------------------------------------
 
