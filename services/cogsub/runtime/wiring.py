@@ -454,11 +454,13 @@ async def claim_groups(stack: Stack, consumed: Sequence[LagTarget]) -> None:
             await probe.close()  # gives the lease back for the worker to take
 
 
-async def _joined(*tasks: asyncio.Task[None] | None) -> None:
-    """Await every task, then raise the first failure.
+async def stop_and_join(stop: asyncio.Event, *tasks: asyncio.Task[None] | None) -> None:
+    """Ask the tasks watching ``stop`` to finish, await every one, then raise the first failure.
 
-    A failed task nobody awaits prints "Task exception was never retrieved" when collected.
+    A failed task nobody awaits prints "Task exception was never retrieved" when collected,
+    so one failure must not leave the others unawaited.
     """
+    stop.set()
     failures: list[Exception] = []
     for task in tasks:
         if task is None:
@@ -499,11 +501,8 @@ async def observed(
     try:
         yield
     finally:
-        stop.set()
         try:
-            for task in (sampling, trimming):
-                if task is not None:
-                    await task
+            await stop_and_join(stop, sampling, trimming)
         finally:
             if server is not None:
                 await server.aclose()
@@ -647,9 +646,8 @@ async def running_api(
         async with observed(stack, consumed, endpoint=False):
             yield RunningApi(stack, service, app, keys, worker_task, consolidation_task)
     finally:
-        stop.set()
         try:
-            await _joined(worker_task, consolidation_task, watching)
+            await stop_and_join(stop, worker_task, consolidation_task, watching)
         finally:
             if service is not None:
                 await service.drain()
