@@ -30,6 +30,7 @@ from cogsub.sdk._base import (
     _BaseClient,
 )
 from cogsub.sdk._errors import error_for, mapped_transport_errors
+from cogsub.sdk.embedded import find_embedded_stack
 
 M = TypeVar("M", bound=BaseModel)
 EmbedderKind = Literal["minilm", "hash"]
@@ -71,13 +72,8 @@ class MemoryClient(_BaseClient):
         The stack (event log, archive, index, embedder, ingestion worker, memory
         service and API app) runs on its own event-loop thread until ``close``.
         """
-        # Embedded mode needs the service layer; importing it here keeps `import cogsub.sdk`
-        # free of services for every HTTP-only user.
-        from cogsub.runtime.wiring import embedded_settings
-        from cogsub.sdk.embedded import EmbeddedTransport
-
-        settings = embedded_settings(Path(data_dir), embedder=embedder)
-        return cls(EMBEDDED_URL, transport=EmbeddedTransport(settings), actor=EMBEDDED_ACTOR)
+        transport = find_embedded_stack().transport(Path(data_dir), embedder)
+        return cls(EMBEDDED_URL, transport=transport, actor=EMBEDDED_ACTOR)
 
     def _send(self, call: Call[M]) -> M:
         with mapped_transport_errors():
@@ -342,13 +338,8 @@ class AsyncMemoryClient(_BaseClient):
         cls, data_dir: str | Path, *, embedder: EmbedderKind = "minilm"
     ) -> AsyncMemoryClient:
         """A client of a whole embedded stack started on first use on the running loop."""
-        # Embedded mode needs the service layer; importing it here keeps `import cogsub.sdk`
-        # free of services for every HTTP-only user.
-        from cogsub.runtime.wiring import embedded_settings
-        from cogsub.sdk.embedded import AsyncEmbeddedTransport
-
-        settings = embedded_settings(Path(data_dir), embedder=embedder)
-        return cls(EMBEDDED_URL, transport=AsyncEmbeddedTransport(settings), actor=EMBEDDED_ACTOR)
+        transport = find_embedded_stack().async_transport(Path(data_dir), embedder)
+        return cls(EMBEDDED_URL, transport=transport, actor=EMBEDDED_ACTOR)
 
     async def _send(self, call: Call[M]) -> M:
         with mapped_transport_errors():

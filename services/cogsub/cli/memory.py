@@ -123,7 +123,7 @@ def open_client(
             yield client, False
         return
     # The embedded stack is the service layer; it loads only when no API is up.
-    from cogsub.sdk.embedded import EmbeddedTransport
+    from cogsub.runtime.embedded_client import EmbeddedTransport
 
     notes.print(f"cogsub: no API serves {settings.data_dir}; running the embedded stack here")
     with MemoryClient("http://embedded.cogsub", transport=EmbeddedTransport(settings)) as client:

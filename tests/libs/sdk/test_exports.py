@@ -36,7 +36,7 @@ def test_public_names_are_pinned_and_sorted() -> None:
 
 def test_importing_the_sdk_loads_no_service_module() -> None:
     probe = (
-        "import sys, cogsub.sdk, cogsub.sdk.embedded; "
+        "import sys, cogsub.sdk, cogsub.sdk.embedded, cogsub.sdk.client; "
         "print(sorted(m for m in sys.modules if m.split('.')[:2] != ['cogsub', 'core'] "
         "and m.startswith('cogsub.') and not m.startswith('cogsub.sdk')))"
     )
