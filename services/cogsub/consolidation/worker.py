@@ -16,18 +16,20 @@ partition. A backend that is down is retried with backoff, never skipped.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import json
 import time
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import TypeVar
 
 import structlog
 from pydantic import TypeAdapter, ValidationError
 
-from cogsub.bus.ports import Consumer, EventBus, Record
-from cogsub.consolidation.facts import FactStage, PlannedBatch
+from cogsub.bus.dead_letters import DeadLetter, send
+from cogsub.bus.middleware import ConsumerSpans, LogContext
+from cogsub.bus.ports import EventBus, Record
+from cogsub.bus.retry import Backoff, pause
+from cogsub.bus.subscriber import Subscriber, Subscription
+from cogsub.consolidation.facts import ExtractionOutcome, FactStage, PlannedBatch
 from cogsub.consolidation.round import ConsolidationRound
 from cogsub.core.errors import CogsubError, FieldProblem, InvalidInputError, UnavailableError
 from cogsub.core.events import SafeId
@@ -43,12 +45,8 @@ from cogsub.core.topics import (
 from cogsub.extraction.ports import ExtractionRejected
 
 log = structlog.get_logger("cogsub.consolidation")
-T = TypeVar("T")
 
-MAX_BACKOFF_S = 5.0
-DLQ_KIND_HEADER = "cogsub-dlq-kind"
-DLQ_REASON_HEADER = "cogsub-dlq-reason"
-DLQ_SOURCE_HEADER = "cogsub-dlq-source"
+_MAX_REASON_CHARS = 1000  # an extractor's reason may quote its whole output
 CATCH_UP_S = 20.0  # under the SDK's 30 s request timeout, so the caller hears why
 
 Position = tuple[str, int]
@@ -110,8 +108,28 @@ class Backlog:
             await asyncio.sleep(self.interval_s)
 
 
+@dataclass
+class _Batch:
+    """A batch planned ahead; ``finish`` resumes after the last step it completed.
+
+    The runtime retries a finish whole while a backend is down, so what is done
+    (the write, each dead letter, each requested round) is not done again.
+    """
+
+    records: Sequence[Record]
+    planned: PlannedBatch | None
+    outcomes: list[ExtractionOutcome | CogsubError] | None = None
+    seen: int = 0  # outcomes acted on (dead-lettered or noted)
+    requests_done: int = 0
+
+
 class ConsolidationWorker:
-    """Consumes enriched events and round requests for every bank."""
+    """Consumes enriched events and round requests for every bank.
+
+    It is the handler of its subscription: ``stage`` reads and extracts a batch
+    (no effects, so it runs while the batch before is written), ``finish``
+    writes the facts and runs the requested rounds, and the runtime commits.
+    """
 
     def __init__(
         self,
@@ -128,6 +146,8 @@ class ConsolidationWorker:
         on_round: Callable[[ConsolidationReport], None] | None = None,
         ingestion_group: str = "ingestion",
         catch_up_s: float = CATCH_UP_S,
+        messaging_system: str = "sqlite",
+        backoff: Backoff | None = None,
     ) -> None:
         self._bus = bus
         self._backlog = Backlog(bus)
@@ -137,15 +157,30 @@ class ConsolidationWorker:
         self._facts = facts
         self._group = group
         self._schedule_s = schedule_s
-        self._poll_timeout_s = poll_timeout_s
-        self._batch_size = batch_size
-        self._linger_s = linger_s
         self._stop_grace_s = stop_grace_s
         self._on_round = on_round
         self._pending_banks: set[str] = set()
         # One round of a bank at a time: a requested round and the scheduled one must
         # not both decay the same epoch (each decays from the value it reads).
         self._bank_rounds: dict[str, asyncio.Lock] = {}
+        subscription = Subscription(
+            name="consolidation",
+            topics=(EXPERIENCE_ENRICHED, CONSOLIDATION_REQUEST),
+            group=group,
+            batch_size=batch_size,
+            poll_timeout_s=poll_timeout_s,
+            linger_s=linger_s,
+            stop_grace_s=stop_grace_s,
+            backoff=backoff or Backoff(),
+        )
+        middlewares = [
+            LogContext(),
+            ConsumerSpans("consolidation.process", messaging_system=messaging_system),
+        ]
+        # No dead-letter topic in the ack policy: a batch that fails for good is a bug
+        # or a store refusing for good, and stops the worker; bad input is dead-lettered
+        # by ``finish`` itself.
+        self._subscriber = Subscriber(bus, subscription, self, middlewares=middlewares)
 
     async def prepare(self) -> None:
         await self._bus.ensure_topics([*STAGE1_TOPICS, *CONSOLIDATION_TOPICS])
@@ -153,93 +188,83 @@ class ConsolidationWorker:
     async def run(self, stop: asyncio.Event) -> None:
         """Work until ``stop`` is set; what was polled is finished and committed first.
 
-        Batches are pipelined: the next batch is polled, read and extracted while the
-        one before it is written and committed. Writes and commits stay in order, one
-        batch at a time, so a commit never covers a batch whose effects are not done.
+        The next batch is polled, read and extracted while the one before it is
+        written and committed (the runtime's pipelining, one batch finishing at a
+        time), and the scheduled rounds run beside both.
         """
         await self.prepare()
-        consumer = self._bus.consumer(
-            [EXPERIENCE_ENRICHED, CONSOLIDATION_REQUEST], group=self._group
-        )
-        next_round = time.monotonic() + self._schedule_s
-        scheduled: asyncio.Task[None] | None = None
-        finishing: asyncio.Task[None] | None = None
+        halt = asyncio.Event()  # stop, or a scheduled round's bug
+        following = asyncio.create_task(_follow(stop, halt))
+        failures: list[BaseException] = []
+        scheduling = asyncio.create_task(self._schedule(halt, failures))
         try:
-            while not stop.is_set():
-                records = await self._gather(consumer, stop)
-                planned = await self._until_planned(records, stop)
-                # The batch before is awaited only to hand over to this one (or once it
-                # is done): an idle poll goes on polling while it is written.
-                if finishing is not None and (records or finishing.done()):
-                    current, finishing = finishing, None
-                    await current  # its failure stops the worker: nothing after it commits
-                if records:
-                    finishing = asyncio.create_task(self._finish(records, planned, consumer, stop))
-                if scheduled is not None and scheduled.done():
-                    finished: asyncio.Task[None] = scheduled
-                    scheduled = None
-                    finished.result()  # a round's bug stops the worker, as it would inline
-                if scheduled is None and time.monotonic() >= next_round:
-                    # A round of a large bank takes seconds: extraction goes on meanwhile.
-                    scheduled = asyncio.create_task(self._scheduled_in_background())
-                    next_round = time.monotonic() + self._schedule_s
-            if finishing is not None:
-                current, finishing = finishing, None
-                await current
+            await self._subscriber.run(halt)
         finally:
-            if finishing is not None:
-                await self._within_grace(finishing, "batch")
-            if scheduled is not None:
-                await self._within_grace(scheduled, "round")
-            await consumer.close()
+            halt.set()
+            following.cancel()
+            await self._within_grace(scheduling, "round")
+        if failures:
+            raise failures[0]  # a round's bug stops the worker, as it would inline
 
-    async def _until_planned(
-        self, records: list[Record], stop: asyncio.Event
-    ) -> PlannedBatch | None:
-        """The batch's announcements read and extracted (retried while a backend is down)."""
+    async def stage(self, records: Sequence[Record]) -> _Batch:
+        """The batch's announcements read and extracted; nothing is written."""
         extracting = [r.value for r in records if r.topic == EXPERIENCE_ENRICHED]
         if self._facts is None or not extracting:
-            return None
-        facts = self._facts
-        return await self._retrying(lambda: facts.plan_many(extracting), stop, EXPERIENCE_ENRICHED)
+            return _Batch(records, None)
+        return _Batch(records, await self._facts.plan_many(extracting))
 
-    async def _finish(
-        self,
-        records: list[Record],
-        planned: PlannedBatch | None,
-        consumer: Consumer,
-        stop: asyncio.Event,
-    ) -> None:
-        """Write the batch's facts, run the rounds it requests, then commit it."""
-        if planned is not None and self._facts is not None:
-            extracting = [r for r in records if r.topic == EXPERIENCE_ENRICHED]
-            await self._until_extracted(self._facts, extracting, planned, stop)
-        for record in records:
-            if record.topic != EXPERIENCE_ENRICHED:
-                await self._until_done(record, stop)
-        await self._commit(records, consumer)
+    async def finish(self, batch: _Batch) -> None:
+        """Write the batch's facts, then run the rounds it requests (in order)."""
+        if batch.planned is not None and self._facts is not None:
+            if batch.outcomes is None:
+                batch.outcomes = await self._facts.write_planned(batch.planned)
+            await self._act_on(batch)
+        requests = [r for r in batch.records if r.topic != EXPERIENCE_ENRICHED]
+        for record in requests[batch.requests_done :]:
+            await self._request(record)
+            batch.requests_done += 1
 
-    async def _commit(self, records: list[Record], consumer: Consumer) -> None:
-        """Commit the batch; one a rebalance refuses is left "not committed yet"."""
+    def merged(self, parts: Sequence[None | DeadLetter]) -> None:
+        return None  # the ack policy never splits a batch
+
+    def committed(self, outcome: None) -> None:
+        return None
+
+    async def _act_on(self, batch: _Batch) -> None:
+        """Dead-letter what extraction refused; note the banks that got facts."""
+        extracted = [r for r in batch.records if r.topic == EXPERIENCE_ENRICHED]
+        outcomes = batch.outcomes or []
+        for record, outcome in list(zip(extracted, outcomes, strict=True))[batch.seen :]:
+            if isinstance(outcome, ExtractionRejected):
+                await self._dead_letter(record, "extraction_rejected", outcome.rule)
+            elif isinstance(outcome, CogsubError):
+                await self._dead_letter(record, "invalid", str(outcome))
+            elif outcome.bank_id and (outcome.created or outcome.merged):
+                self._pending_banks.add(outcome.bank_id)
+            batch.seen += 1
+
+    async def _schedule(self, halt: asyncio.Event, failures: list[BaseException]) -> None:
+        """Every ``schedule_s``, the banks that got facts since get a round.
+
+        A round of a large bank takes seconds: it runs beside extraction, not in it.
+        """
         try:
-            await consumer.commit(records)
-        except CogsubError as exc:
-            if not exc.retryable:
-                raise
-            # Its effects are durable and idempotent (input-derived fact ids, write-once
-            # evidence, rounds that add nothing the second time): the partition's next
-            # owner reads it again, or a later commit of this member covers it.
-            # Retrying here would race the consumer's rejoin.
-            log.warning("consolidation_commit_failed", error=str(exc), size=len(records))
+            while not halt.is_set():
+                await pause(self._schedule_s, halt)
+                if not halt.is_set():
+                    await self._scheduled_in_background()
+        except Exception as exc:
+            if halt.is_set():
+                raise  # stopping anyway: logged by the grace period
+            failures.append(exc)
+            halt.set()
 
     async def _within_grace(self, task: asyncio.Task[None], what: str) -> None:
-        """Give ``task`` (a round, or a batch's writes) ``stop_grace_s`` to end, then cancel it.
+        """Give ``task`` (a round) ``stop_grace_s`` to end, then cancel it.
 
         Nothing is lost either way. A cancelled round is completed by a later one (its
         outputs have input-derived ids), and a decay cut off mid-bank resumes at its
-        last record of where it was. A batch cut off before its commit is delivered
-        again, and every step of it is idempotent. A batch is given the time because
-        its writes may well succeed where planning the next one failed.
+        last record of where it was.
         """
         done, _ = await asyncio.wait({task}, timeout=self._stop_grace_s)
         if not done:
@@ -268,72 +293,10 @@ class ConsolidationWorker:
                 self._pending_banks.update(banks[at:])
                 raise
 
-    async def _gather(self, consumer: Consumer, stop: asyncio.Event) -> list[Record]:
-        """A poll, topped up for up to ``linger_s`` so a trickle still makes a full batch.
-
-        Extraction is not on anyone's answer path, and its writes cost a sync per batch
-        whatever the batch's size: waiting a moment for more is what keeps up under load.
-        """
-        records = await self._poll(consumer, self._batch_size, self._poll_timeout_s, stop)
-        deadline = time.monotonic() + self._linger_s
-        while records and len(records) < self._batch_size and not stop.is_set():
-            left = deadline - time.monotonic()
-            if left <= 0:
-                break
-            records += await self._poll(consumer, self._batch_size - len(records), left, stop)
-        return records
-
-    async def _poll(
-        self, consumer: Consumer, max_records: int, timeout_s: float, stop: asyncio.Event
-    ) -> list[Record]:
-        """A poll; one a rebalance interrupts is tried again (the member rejoins)."""
-        try:
-            return await self._retrying(
-                lambda: consumer.poll(max_records=max_records, timeout_s=timeout_s), stop, "poll"
-            )
-        except CogsubError as exc:
-            if exc.retryable:  # asked to stop meanwhile: nothing was polled
-                return []
-            raise
-
     async def scheduled_round(self) -> list[ConsolidationReport]:
         """A round for each bank that received facts since the last scheduled round."""
         banks, self._pending_banks = sorted(self._pending_banks), set()
         return [await self.round_of(bank) for bank in banks]
-
-    async def _retrying(
-        self, step: Callable[[], Awaitable[T]], stop: asyncio.Event, topic: str
-    ) -> T:
-        """Run ``step`` until it succeeds; a backend that is down is waited out with backoff."""
-        delay = 0.1
-        while True:
-            try:
-                return await step()
-            except CogsubError as exc:
-                if not exc.retryable or stop.is_set():
-                    raise
-                log.warning("consolidation_retrying", topic=topic, error=str(exc))
-                with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(stop.wait(), timeout=delay)
-                delay = min(delay * 2, MAX_BACKOFF_S)
-
-    async def _until_done(self, record: Record, stop: asyncio.Event) -> None:
-        await self._retrying(lambda: self._request(record), stop, record.topic)
-
-    async def _until_extracted(
-        self, facts: FactStage, records: list[Record], planned: PlannedBatch, stop: asyncio.Event
-    ) -> None:
-        """Write a planned batch (retrying it whole while a backend is down)."""
-        outcomes = await self._retrying(
-            lambda: facts.write_planned(planned), stop, EXPERIENCE_ENRICHED
-        )
-        for record, outcome in zip(records, outcomes, strict=True):
-            if isinstance(outcome, ExtractionRejected):
-                await self._dead_letter(record, "extraction_rejected", outcome.rule)
-            elif isinstance(outcome, CogsubError):
-                await self._dead_letter(record, "invalid", str(outcome))
-            elif outcome.bank_id and (outcome.created or outcome.merged):
-                self._pending_banks.add(outcome.bank_id)
 
     async def _request(self, record: Record) -> None:
         """One ``consolidation.request``: a round of the bank it names, or a dead letter."""
@@ -373,11 +336,10 @@ class ConsolidationWorker:
 
     async def _dead_letter(self, record: Record, kind: str, reason: str) -> None:
         log.warning("consolidation_dead_letter", topic=record.topic, kind=kind, reason=reason)
-        source = f"{record.topic}/{record.partition}/{record.offset}"
-        headers = (
-            *record.headers,
-            (DLQ_KIND_HEADER, kind.encode()),
-            (DLQ_REASON_HEADER, reason.encode()[:1000]),
-            (DLQ_SOURCE_HEADER, source.encode()),
-        )
-        await self._bus.publish(CONSOLIDATION_DLQ, record.value, key=record.key, headers=headers)
+        letter = DeadLetter.of(CONSOLIDATION_DLQ, record, kind, reason[:_MAX_REASON_CHARS])
+        await send(self._bus, letter)
+
+
+async def _follow(stop: asyncio.Event, halt: asyncio.Event) -> None:
+    await stop.wait()
+    halt.set()
