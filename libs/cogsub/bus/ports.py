@@ -22,9 +22,9 @@ from dataclasses import dataclass, field
 from typing import Protocol
 
 from cogsub.core.errors import FieldProblem, InvalidInputError
+from cogsub.core.headers import Headers as Headers  # re-exported: the adapters import it here
 from cogsub.core.topics import TopicSpec
 
-Headers = tuple[tuple[str, bytes], ...]
 OutgoingRecord = tuple[str, bytes, bytes | None, Mapping[str, bytes] | Headers | None]
 """``(topic, value, key, headers)`` of one record for an adapter's ``publish_many``."""
 

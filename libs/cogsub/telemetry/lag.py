@@ -2,7 +2,9 @@
 
 Lag is what the broker knows (end offsets minus the group's commits), not what
 one worker saw, so every replica of a group reports the same value; dashboards
-take ``max by (topic, group)``.
+take ``max by (topic, group)``. The sampler needs one question of the bus, so
+it names that question (:class:`LagSource`) rather than the bus port: every
+``EventBus`` answers it, and telemetry stays below the bus.
 """
 
 from __future__ import annotations
@@ -11,16 +13,29 @@ import asyncio
 import contextlib
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Protocol
 
 import structlog
 
-from cogsub.bus.ports import EventBus
 from cogsub.core.errors import ConfigurationError
 from cogsub.telemetry.metrics import Metrics
 
 log = structlog.get_logger("cogsub.telemetry")
 
 MIN_INTERVAL_S = 0.05
+
+
+class GroupPosition(Protocol):
+    """Where a group stands on a topic: how many records it has not committed yet."""
+
+    @property
+    def lag(self) -> int: ...
+
+
+class LagSource(Protocol):
+    """What the sampler asks the bus (``EventBus.topic_stats``)."""
+
+    async def topic_stats(self, topic: str, *, group: str | None = None) -> GroupPosition: ...
 
 
 @dataclass(frozen=True)
@@ -43,7 +58,7 @@ class LagSampler:
     def __init__(
         self,
         *,
-        bus: EventBus,
+        bus: LagSource,
         metrics: Metrics,
         targets: Sequence[LagTarget],
         interval_s: float = 15.0,

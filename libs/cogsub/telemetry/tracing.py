@@ -19,7 +19,7 @@ from opentelemetry.sdk.trace.export import BatchSpanProcessor, SpanExporter
 from opentelemetry.trace import NonRecordingSpan, SpanContext, TraceFlags
 from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
 
-from cogsub.bus.ports import Headers
+from cogsub.core.headers import Headers
 
 TRACER_NAME = "cogsub"
 _PROPAGATOR = TraceContextTextMapPropagator()

@@ -389,7 +389,7 @@ def build_consolidation(stack: Stack) -> Consolidation:
     )
     extractor = build_extractor(tuning)
     if extractor is not None:
-        from cogsub.telemetry.metered import MeteredExtractor
+        from cogsub.extraction.metered import MeteredExtractor
 
         extractor = MeteredExtractor(extractor, stack.metrics)
     facts = (

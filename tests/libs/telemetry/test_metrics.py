@@ -25,12 +25,12 @@ from cogsub.core.events import EventType
 from cogsub.core.memory import ConsolidationReport
 from cogsub.core.topics import EXPERIENCE_RAW, TopicSpec
 from cogsub.embeddings.hash import HashEmbedder
+from cogsub.extraction.metered import MeteredExtractor
 from cogsub.extraction.offline import OfflineExtractor
 from cogsub.extraction.ports import ExtractedFact, ExtractionInput, ExtractionRejected
 from cogsub.index.sqlite import SqliteMemoryIndex
 from cogsub.ingestion import BatchOutcome, IngestionWorker
 from cogsub.telemetry.lag import LagSampler, LagTarget
-from cogsub.telemetry.metered import MeteredExtractor
 from cogsub.telemetry.metrics import (
     EXPOSITION_CONTENT_TYPE,
     Metrics,
