@@ -1,17 +1,17 @@
-"""Batch forms of three port calls: used where the adapter offers them, one by one elsewhere.
+"""Batch forms of port calls: where the adapter offers them, one by one elsewhere.
 
-The ports stay small: ``ArchiveStore.put_once`` stores one object,
-``EventBus.publish`` appends one record and ``MemoryIndex.update_many`` patches
-one bank. An adapter may also offer ``put_once_many`` / ``publish_many`` (the
-filesystem and S3 archives and all three buses do) or ``update_across`` (the
+``EventBus.publish_many`` is on the port: every bus appends a batch in one
+durability step. ``ArchiveStore.put_once`` stores one object and
+``MemoryIndex.update_many`` patches one bank; an adapter may also offer
+``put_once_many`` (the filesystem and S3 archives do) or ``update_across`` (the
 SQLite index), which do a whole batch's work in one thread hop and one
 durability step instead of one per item or bank; on the hot path that is most
 of what the embedded stores cost.
 
-The check looks at the adapter's class, not at the instance, so a wrapper that
-delegates unknown attributes (``__getattr__``) and overrides only the
-single-item call, as fault-injecting test doubles do, is still called item by
-item and still sees every call.
+The check for those two looks at the adapter's class, not at the instance, so a
+wrapper that delegates unknown attributes (``__getattr__``) and overrides only
+the single-item call, as fault-injecting test doubles do, is still called item
+by item and still sees every call.
 """
 
 from __future__ import annotations
@@ -65,19 +65,9 @@ async def put_all(archive: ArchiveStore, items: Sequence[ArchiveItem]) -> list[C
 
 
 async def publish_all(bus: EventBus, records: Sequence[Outgoing]) -> None:
-    """Publish every record durably (in one call where the bus can), in order."""
-    if not records:
-        return
-    bulk = _bulk(bus, "publish_many")
-    if bulk is not None:
-        await bulk(records)
-        return
-    await asyncio.gather(
-        *(
-            bus.publish(topic, value, key=key, headers=headers)
-            for topic, value, key, headers in records
-        )
-    )
+    """Publish every record durably, in order, in one call."""
+    if records:
+        await bus.publish_many(records)
 
 
 async def update_all(index: MemoryIndex, patches: Mapping[str, Mapping[str, DocumentPatch]]) -> int:

@@ -11,12 +11,12 @@ from __future__ import annotations
 import asyncio
 import time
 from collections import defaultdict
-from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from collections.abc import AsyncIterator, Callable, Sequence
 
 import pytest
 
 from cogsub.bus.ports import Consumer, EventBus, Published, Record
-from cogsub.core.errors import NotFoundError
+from cogsub.core.errors import InvalidInputError, NotFoundError
 from cogsub.core.topics import TopicSpec
 
 BusFactory = Callable[[], EventBus]
@@ -90,14 +90,6 @@ class EventBusContract:
         await bus.ensure_topics([TopicSpec(topic, self.partitions)])
         return bus
 
-    @staticmethod
-    def _publish_many(bus: EventBus) -> Callable[..., Awaitable[list[Published]]]:
-        """The adapter's optional ``publish_many``, or a skip where it has none."""
-        if getattr(type(bus), "publish_many", None) is None:
-            pytest.skip("this adapter publishes one record per call only")
-        publish_many: Callable[..., Awaitable[list[Published]]] = bus.publish_many
-        return publish_many
-
     async def _consume(self, consumer: Consumer, count: int) -> list[Record]:
         """Exactly ``count`` records: fails if they do not arrive or more arrive."""
         records: list[Record] = []
@@ -137,12 +129,11 @@ class EventBusContract:
         self, session: BusSession, topic: str, group: str
     ) -> None:
         bus = await self._bus_with_topic(session, topic)
-        publish_many = self._publish_many(bus)
         records = [
             (topic, f"v{i}".encode(), f"k{i % 3}".encode(), (("n", str(i).encode()),))
             for i in range(60)
         ]
-        published = await publish_many(records)
+        published = await bus.publish_many(records)
         assert [p.topic for p in published] == [topic] * 60
         consumed = await self._consume(session.consumer(bus, [topic], group), 60)
 
@@ -157,16 +148,28 @@ class EventBusContract:
             assert len({r.partition for r in same_key}) == 1
             order = [int(r.value[1:]) for r in sorted(same_key, key=lambda r: r.offset)]
             assert order == sorted(order)
-        assert await publish_many([]) == []
+        assert await bus.publish_many([]) == []
 
     async def test_publish_many_naming_an_unknown_topic_appends_nothing(
         self, session: BusSession, topic: str, group: str
     ) -> None:
         bus = await self._bus_with_topic(session, topic)
-        publish_many = self._publish_many(bus)
         with pytest.raises(NotFoundError):
-            await publish_many(
+            await bus.publish_many(
                 [(topic, b"kept-out", None, None), (f"{topic}-missing", b"x", None, None)]
+            )
+        await bus.publish(topic, b"after")
+        consumed = await self._consume(session.consumer(bus, [topic], group), 1)
+        assert [r.value for r in consumed] == [b"after"]
+
+    async def test_publish_many_with_an_invalid_record_appends_nothing(
+        self, session: BusSession, topic: str, group: str
+    ) -> None:
+        bus = await self._bus_with_topic(session, topic)
+        not_bytes: object = "text"
+        with pytest.raises(InvalidInputError):
+            await bus.publish_many(
+                [(topic, b"kept-out", None, None), (topic, not_bytes, None, None)]  # type: ignore[list-item]
             )
         await bus.publish(topic, b"after")
         consumed = await self._consume(session.consumer(bus, [topic], group), 1)

@@ -5,6 +5,9 @@ Contract every adapter keeps:
 - ``publish`` returns only once the record is durable (acks=all on Kafka, a
   committed SQLite transaction embedded). It raises ``UnavailableError`` when
   the broker cannot take it; a record is never silently dropped.
+- ``publish_many`` is ``publish`` for a batch, in one durability step: records
+  keep their order (per partition), and every one is checked, topics included,
+  before any is appended.
 - A consumer of a group resumes after the last offset the group committed.
   Records delivered but not committed are delivered again (at-least-once), to
   the same group, after a restart.
@@ -26,7 +29,7 @@ from cogsub.core.headers import Headers as Headers  # re-exported: the adapters 
 from cogsub.core.topics import TopicSpec
 
 OutgoingRecord = tuple[str, bytes, bytes | None, Mapping[str, bytes] | Headers | None]
-"""``(topic, value, key, headers)`` of one record for an adapter's ``publish_many``."""
+"""``(topic, value, key, headers)`` of one record for ``EventBus.publish_many``."""
 
 
 @dataclass(frozen=True)
@@ -116,6 +119,18 @@ class EventBus(Protocol):
         headers: Mapping[str, bytes] | Headers | None = None,
     ) -> Published:
         """Append one record durably and say where it landed."""
+        ...
+
+    async def publish_many(self, records: Sequence[OutgoingRecord]) -> list[Published]:
+        """Append ``records`` durably, in order, and say where each landed (``[]`` for none).
+
+        Costs one durability step (a transaction, one delivery wait) however many
+        records it holds, which is what makes it worth having beside ``publish``.
+        Raises ``InvalidInputError`` or ``NotFoundError`` (an unknown topic) before
+        anything is appended. On ``UnavailableError`` the embedded buses appended
+        nothing; on Kafka the records acknowledged before the failure stay, so a
+        retry may duplicate them (consumers are at-least-once anyway).
+        """
         ...
 
     def consumer(self, topics: Sequence[str], *, group: str) -> Consumer:
