@@ -1,9 +1,9 @@
 """`python -m benchmarks.vector_memory`: what a document costs in the embedded index's vector cache.
 
-The cache (``cogsub.index.sqlite._Vectors``) holds, per document, its unit vector and filter
-columns, and maps its id to a slot. This fills one with ``--documents`` soak-like rows (ids of
-events and of facts, ten banks, two of eight subjects as tags, half with a proof count, and a
-share ``--unique-tags`` with a tag of their own, as observations' ``cluster:`` tags are) and
+The cache (``cogsub.index.sqlite.vectors.VectorCache``) holds, per document, its unit vector and
+filter columns, and maps its id to a slot. This fills one with ``--documents`` soak-like rows
+(ids of events and of facts, ten banks, two of eight subjects as tags, half with a proof count, and
+a share ``--unique-tags`` with a tag of their own, as observations' ``cluster:`` tags are) and
 reports what tracemalloc sees per document: all of it, and the numpy arrays alone. The rest is
 Python objects per document; it is what grows with the data besides the vectors themselves.
 """
@@ -21,7 +21,7 @@ from typing import Any
 import numpy as np
 
 from benchmarks.results import record
-from cogsub.index.sqlite import _Vectors
+from cogsub.index.sqlite.vectors import VectorCache
 
 SUBJECTS = ["billing", "search", "auth", "payments", "ingestion", "reporting", "mobile", "infra"]
 DIMENSION = 8
@@ -47,7 +47,7 @@ def measure(count: int, unique: float = 0.05) -> dict[str, Any]:
     gc.collect()
     tracemalloc.start()
     try:
-        vectors = _Vectors(DIMENSION, 0)
+        vectors = VectorCache(DIMENSION, 0)
         for start in range(0, count, 4096):
             # Made while tracing and dropped after: what stays is what the cache keeps.
             vectors.put(rows(start, min(4096, count - start), rng, unique))

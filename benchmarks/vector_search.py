@@ -1,7 +1,7 @@
 """`python -m benchmarks.vector_search`: the embedded index's vector search, block by block.
 
-Fills the vector cache (``cogsub.index.sqlite._Vectors``) with soak-like rows in ten banks
-(``benchmarks.vector_memory``'s, with random vectors of ``--dimension``), for each of
+Fills the vector cache (``cogsub.index.sqlite.vectors.VectorCache``) with soak-like rows in
+ten banks (``benchmarks.vector_memory``'s, with random vectors of ``--dimension``), for each of
 ``--documents``, and times ``--searches`` searches of one bank two ways in the same run: the
 whole-index pass the cache made before 2026-12-05 (one mask, score and candidate list over
 every slot, reproduced below as the baseline) and the cache's own search, a block of
@@ -26,9 +26,11 @@ import numpy.typing as npt
 from benchmarks.results import record
 from benchmarks.vector_memory import rows
 from cogsub.index.ports import SearchFilters
-from cogsub.index.sqlite import _Vectors
+from cogsub.index.sqlite.vectors import VectorCache
 
-Search = Callable[[_Vectors, npt.NDArray[np.float32], SearchFilters, int], list[tuple[int, float]]]
+Search = Callable[
+    [VectorCache, npt.NDArray[np.float32], SearchFilters, int], list[tuple[int, float]]
+]
 
 
 class WholeIndexSearch:
@@ -36,13 +38,17 @@ class WholeIndexSearch:
     index (kept between searches, as the cache kept them), then a selection among the
     candidates."""
 
-    def __init__(self, vectors: _Vectors) -> None:
+    def __init__(self, vectors: VectorCache) -> None:
         capacity = vectors.columns.shape[1]
         self.mask_scratch = np.empty(capacity, dtype=np.bool_)
         self.score_scratch = np.empty(capacity, dtype=np.float32)
 
     def __call__(
-        self, vectors: _Vectors, query: npt.NDArray[np.float32], filters: SearchFilters, size: int
+        self,
+        vectors: VectorCache,
+        query: npt.NDArray[np.float32],
+        filters: SearchFilters,
+        size: int,
     ) -> list[tuple[int, float]]:
         code = vectors.bank_codes.get(filters.bank_id)
         if code is None:
@@ -62,9 +68,9 @@ class WholeIndexSearch:
         return [(int(vectors.doc_ids[candidates[i]]), float(scores[i])) for i in top]
 
 
-def filled(count: int, dimension: int) -> _Vectors:
+def filled(count: int, dimension: int) -> VectorCache:
     rng, vectors_rng = random.Random(1), np.random.default_rng(1)
-    vectors = _Vectors(dimension, 0)
+    vectors = VectorCache(dimension, 0)
     vectors.reserve(count)
     for start in range(0, count, 4096):
         chunk = rows(start, min(4096, count - start), rng, 0.05)
@@ -76,7 +82,7 @@ def filled(count: int, dimension: int) -> _Vectors:
 
 
 def timed(
-    search: Search, vectors: _Vectors, queries: list[npt.NDArray[np.float32]], size: int
+    search: Search, vectors: VectorCache, queries: list[npt.NDArray[np.float32]], size: int
 ) -> dict[str, Any]:
     filters = [SearchFilters(bank_id=f"bank-{i % 10}") for i in range(len(queries))]
     tracemalloc.start()
@@ -104,7 +110,7 @@ def measure(count: int, searches: int, size: int, dimension: int) -> dict[str, A
     queries = [q / np.linalg.norm(q) for q in rng.standard_normal((searches, dimension))]
     queries = [q.astype(np.float32) for q in queries]
     baseline = timed(WholeIndexSearch(vectors), vectors, queries, size)
-    blocks = timed(_Vectors.search, vectors, queries, size)
+    blocks = timed(VectorCache.search, vectors, queries, size)
     return {
         "documents": count,
         "dimension": dimension,

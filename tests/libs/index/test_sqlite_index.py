@@ -21,9 +21,8 @@ from cogsub.core import (
     InvalidInputError,
     UnavailableError,
 )
-from cogsub.index import sqlite as sqlite_module
 from cogsub.index.ports import DocumentPatch, Hit, SearchFilters
-from cogsub.index.sqlite import SqliteMemoryIndex
+from cogsub.index.sqlite import SqliteMemoryIndex, connections, schema, text, vectors
 from cogsub.index.text_query import Fts5Stage, fts5_stages
 from tests.contract.index_contract import BASE_TIME, angled_vector, axis, make_doc, unit_vector
 
@@ -120,7 +119,7 @@ async def test_a_patch_out_of_range_is_invalid_and_changes_nothing(
 
 
 async def test_bulk_decay_is_written_in_sql_exactly_and_checked_first(
-    index: SqliteMemoryIndex, unique_name: str
+    index: SqliteMemoryIndex, path: Path, unique_name: str
 ) -> None:
     docs = [doc(unique_name, f"d{i}", retrieval_count=i) for i in range(3)]
     await index.upsert(docs)
@@ -132,7 +131,7 @@ async def test_bulk_decay_is_written_in_sql_exactly_and_checked_first(
     assert first == docs[0].model_copy(update={"decay_factor": factor})
     assert second == docs[1].model_copy(update={"decay_factor": factor})
     assert third == docs[2].model_copy(update={"decay_factor": 0.5, "retrieval_count": 9})
-    reopened = SqliteMemoryIndex(index._path)  # what another process reads back
+    reopened = SqliteMemoryIndex(path)  # what another process reads back
     try:
         assert await reopened.get(unique_name, docs[0].event_id) == first
     finally:
@@ -183,7 +182,7 @@ async def test_empty_embeddings_and_bad_dimensions_are_configuration_errors(
 
 async def test_a_newer_schema_is_refused(path: Path) -> None:
     with sqlite3.connect(path) as conn:
-        conn.execute(f"PRAGMA user_version = {sqlite_module.SCHEMA_VERSION + 1}")
+        conn.execute(f"PRAGMA user_version = {schema.SCHEMA_VERSION + 1}")
     conn.close()
     index = SqliteMemoryIndex(path)
     try:
@@ -382,7 +381,7 @@ async def test_a_bank_alone_in_its_table_gets_the_answer_the_filtered_join_gives
 async def test_past_the_table_limit_banks_share_tables_and_stay_apart(
     index: SqliteMemoryIndex, path: Path, unique_name: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(sqlite_module, "_TEXT_TABLES", 2)
+    monkeypatch.setattr(text, "TEXT_TABLES", 2)
     banks = [f"{unique_name}-{n}" for n in range(5)]
     for bank in banks:
         await index.upsert([doc(bank, f"d{i}", summary=f"shared words {i}") for i in range(4)])
@@ -454,7 +453,7 @@ async def test_a_version_1_file_is_split_into_text_tables_per_bank(
             conn.execute("SELECT name FROM sqlite_master WHERE name = 'documents_fts'").fetchall()
             == []
         )
-        assert conn.execute("PRAGMA user_version").fetchone() == (sqlite_module.SCHEMA_VERSION,)
+        assert conn.execute("PRAGMA user_version").fetchone() == (schema.SCHEMA_VERSION,)
         assert checked_text_rows(conn) == 6 + 7 + 8
     conn.close()
 
@@ -473,7 +472,7 @@ async def test_a_version_2_file_is_rebuilt_for_ids_per_bank(path: Path, unique_n
     with sqlite3.connect(path) as conn:  # back to version 2: event_id alone is unique
         conn.execute("CREATE TABLE old_documents AS SELECT * FROM documents")
         conn.execute("DROP TABLE documents")
-        columns = sqlite_module._DOCUMENT_COLUMNS.replace(
+        columns = schema.DOCUMENT_COLUMNS.replace(
             "event_id TEXT NOT NULL,", "event_id TEXT NOT NULL UNIQUE,"
         )
         conn.execute(f"CREATE TABLE documents ({columns})")
@@ -496,7 +495,7 @@ async def test_a_version_2_file_is_rebuilt_for_ids_per_bank(path: Path, unique_n
     finally:
         await reopened.close()
     with sqlite3.connect(path) as conn:
-        assert conn.execute("PRAGMA user_version").fetchone() == (sqlite_module.SCHEMA_VERSION,)
+        assert conn.execute("PRAGMA user_version").fetchone() == (schema.SCHEMA_VERSION,)
         assert checked_text_rows(conn) == 4 + 3 + 1
     conn.close()
 
@@ -535,11 +534,11 @@ async def test_staged_text_search_returns_what_the_full_query_returns(
         stages_used.append(0 if stages is None else len(stages))
         return stages
 
-    monkeypatch.setattr(sqlite_module, "fts5_stages", recording_stages)
+    monkeypatch.setattr(text, "fts5_stages", recording_stages)
     # Exactness of the stages alone: staged whenever over budget, no term left out.
-    monkeypatch.setattr(sqlite_module, "fts5_staging_pays", lambda doc_freqs: True)
+    monkeypatch.setattr(text, "fts5_staging_pays", lambda doc_freqs: True)
     monkeypatch.setattr(
-        sqlite_module, "fts5_weighty_terms", lambda terms, freqs, total, budget: (terms, freqs)
+        text, "fts5_weighty_terms", lambda terms, freqs, total, budget: (terms, freqs)
     )
 
     async def results() -> list[list[tuple[str, float]]]:
@@ -549,10 +548,10 @@ async def test_staged_text_search_returns_what_the_full_query_returns(
             for f in filter_sets
         ]
 
-    monkeypatch.setattr(sqlite_module, "_STAGE_BUDGET", 10**9)
+    monkeypatch.setattr(text, "STAGE_BUDGET", 10**9)
     full = await results()
     assert not any(stages_used)  # one full query each
-    monkeypatch.setattr(sqlite_module, "_STAGE_BUDGET", 50)
+    monkeypatch.setattr(text, "STAGE_BUDGET", 50)
     staged = await results()
     assert sum(1 for used in stages_used if used) >= 60
     for got, expected in zip(staged, full, strict=True):
@@ -579,9 +578,9 @@ async def test_a_term_in_half_the_documents_or_more_is_left_out_above_the_budget
     async def top(query: str) -> list[Hit]:
         return await index.search_text(query, filters, size=200)
 
-    monkeypatch.setattr(sqlite_module, "_STAGE_BUDGET", 10**9)
+    monkeypatch.setattr(text, "STAGE_BUDGET", 10**9)
     whole = await top("kiwi service fig")
-    monkeypatch.setattr(sqlite_module, "_STAGE_BUDGET", 50)
+    monkeypatch.setattr(text, "STAGE_BUDGET", 50)
     trimmed = await top("kiwi service fig")
 
     holding = {d.event_id for d in docs if {"kiwi", "fig"} & set(d.summary.split())}
@@ -734,7 +733,7 @@ def files_holding_marker(path: Path) -> list[str]:
 
 async def forget_while_read(path: Path, bank: str, monkeypatch: pytest.MonkeyPatch) -> Any:
     """An index whose forget of the marker's document found a reader in the log."""
-    monkeypatch.setattr(sqlite_module, "_TRUNCATE_RETRY_S", 0.0)
+    monkeypatch.setattr(connections, "TRUNCATE_RETRY_S", 0.0)
     index = SqliteMemoryIndex(path, busy_timeout_s=0.2)
     reader = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
     try:
@@ -786,4 +785,4 @@ async def test_a_truncate_a_reader_prevented_is_done_on_the_next_read(
     ("size", "taken"), [(1, 16), (16, 16), (28, 32), (81, 96), (512, 512), (513, 513)]
 )
 def test_an_id_map_entry_is_counted_as_the_blocks_pymalloc_serves(size: int, taken: int) -> None:
-    assert sqlite_module._block_bytes(size) == taken
+    assert vectors.block_bytes(size) == taken

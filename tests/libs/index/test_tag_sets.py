@@ -7,14 +7,14 @@ from collections import Counter
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from cogsub.index.sqlite import _TagSets
+from cogsub.index.sqlite.vectors import TagSets
 
 TAGS = ("a", "b", "c", "proof:1", "proof:2")
 tag_sets = st.lists(st.sampled_from(TAGS), max_size=3, unique=True).map(tuple)
 
 
 def test_documents_with_the_same_tags_share_a_number_and_the_last_gives_it_back() -> None:
-    sets = _TagSets()
+    sets = TagSets()
     first, second = sets.take(("a", "b")), sets.take(("a", "b"))
     assert first == second != 0 and sets.take(()) == 0
     sets.release(first)
@@ -26,7 +26,7 @@ def test_documents_with_the_same_tags_share_a_number_and_the_last_gives_it_back(
 
 
 def test_a_tag_asked_for_before_sets_come_and_go_stays_right_past_growth() -> None:
-    sets = _TagSets()
+    sets = TagSets()
     numbers = [sets.take((f"cluster:{i}", "a" if i % 2 else "b")) for i in range(10)]
     assert sets.holding_any({"a"})[numbers].tolist() == [i % 2 == 1 for i in range(10)]
     more = [sets.take((f"unique:{i}", "a")) for i in range(200)]  # past the first capacity
@@ -42,7 +42,7 @@ def test_a_tag_asked_for_before_sets_come_and_go_stays_right_past_growth() -> No
 def test_holding_any_matches_the_sets_held(
     steps: list[tuple[bool, tuple[str, ...]]], wanted: set[str]
 ) -> None:
-    sets = _TagSets()
+    sets = TagSets()
     sets.holding_any(wanted)  # cached from the start, then kept in step
     held: Counter[tuple[str, ...]] = Counter()
     numbers: dict[tuple[str, ...], int] = {}

@@ -14,9 +14,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from cogsub.core import FactType
-from cogsub.index import sqlite as sqlite_module
 from cogsub.index.ports import SearchFilters
-from cogsub.index.sqlite import _Vectors
+from cogsub.index.sqlite import vectors as vectors_module
+from cogsub.index.sqlite.vectors import VectorCache, slot_key
 
 DIMENSION = 4
 BANKS = ("a", "b", "c")
@@ -30,7 +30,7 @@ EPOCH_US = int(EPOCH.timestamp() * 1_000_000)
 def small_blocks() -> Iterator[None]:
     """Blocks of a few slots, so a few dozen documents cross many block boundaries."""
     with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(sqlite_module, "_SEARCH_BLOCK", 4)
+        patch.setattr(vectors_module, "SEARCH_BLOCK", 4)
         yield
 
 
@@ -103,7 +103,7 @@ def test_search_answers_what_scoring_every_live_document_answers(
     query: list[int],
     size: int,
 ) -> None:
-    vectors = _Vectors(DIMENSION, 0)
+    vectors = VectorCache(DIMENSION, 0)
     live: dict[tuple[str, str], tuple[int, tuple[Any, ...]]] = {}  # identity -> (slot, row)
     for doc_id, (remove, document) in enumerate(history, start=1):
         identity = (document["bank"], f"event-{document['name']}")
@@ -113,7 +113,7 @@ def test_search_answers_what_scoring_every_live_document_answers(
         else:
             new = row(doc_id, document)
             vectors.put([new])
-            live[identity] = (vectors.slot_of[sqlite_module._slot_key(*identity)], new)
+            live[identity] = (vectors.slot_of[slot_key(*identity)], new)
     q = np.asarray(query, dtype=np.float32)
     scored = [
         (-float(np.dot(q, np.frombuffer(r[-1], dtype=np.float32))), slot, r[0])
@@ -125,7 +125,7 @@ def test_search_answers_what_scoring_every_live_document_answers(
 
 
 def test_a_bank_never_seen_finds_nothing() -> None:
-    vectors = _Vectors(DIMENSION, 0)
+    vectors = VectorCache(DIMENSION, 0)
     vectors.put([row(1, {**PLAIN, "name": 1, "bank": "a", "axis": 0})])
     assert vectors.search(np.ones(DIMENSION, np.float32), SearchFilters(bank_id="z"), 5) == []
 
@@ -137,9 +137,9 @@ def test_what_a_search_allocates_does_not_grow_with_the_documents() -> None:
     wanted = SearchFilters(bank_id="a", tags_any={"red"}, min_importance=0.5)
     peaks = {}
     with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(sqlite_module, "_SEARCH_BLOCK", 1024)
+        patch.setattr(vectors_module, "SEARCH_BLOCK", 1024)
         for count in (2_000, 20_000):
-            vectors = _Vectors(DIMENSION, 0)
+            vectors = VectorCache(DIMENSION, 0)
             vectors.put(
                 [
                     row(i, {**template, "name": i, "bank": BANKS[i % 2], "axis": i})

@@ -8,6 +8,7 @@ its ``objectStorageKey``, and the index taken back to schema 2 — then runs tod
 
 from __future__ import annotations
 
+import asyncio
 import json
 import sqlite3
 from pathlib import Path
@@ -16,11 +17,14 @@ from cogsub.archive.filesystem import FilesystemArchive
 from cogsub.core.events import ArchivedEvent
 from cogsub.core.keys import legacy_object_key_for
 from cogsub.core.memory import RecallRequest, RetainRequest
-from cogsub.index import sqlite as sqlite_module
+from cogsub.core.topics import EXPERIENCE_RAW
 from cogsub.index.sqlite import SqliteMemoryIndex
+from cogsub.index.sqlite import schema as index_schema
+from cogsub.lifecycle.forget import Forgetting
 from cogsub.replay import replay
 from tests.services.recall.stack import live_stack
 
+DERIVED = ("objectStorageKey", "importanceScore")
 FACTS = [
     ("bob", "invoice-7", "Invoice 7 is for the kiwi shipment."),
     ("bob", "invoice-8", "Invoice 8 covers the billing audit."),
@@ -51,7 +55,7 @@ def to_legacy_layout(root: Path) -> None:
             )
         conn.execute("CREATE TABLE old_documents AS SELECT * FROM documents")
         conn.execute("DROP TABLE documents")
-        unique = sqlite_module._DOCUMENT_COLUMNS.replace(
+        unique = index_schema.DOCUMENT_COLUMNS.replace(
             "event_id TEXT NOT NULL,", "event_id TEXT NOT NULL UNIQUE,"
         )
         conn.execute(f"CREATE TABLE documents ({unique})")
@@ -122,3 +126,39 @@ async def test_an_old_data_directory_recalls_replays_and_takes_ids_per_bank(
     assert bob[0][:2] == ("invoice-7", "Invoice 7 is for the kiwi shipment.")
     alice_hits = await recalled(tmp_path, "alice", "invoice paid")
     assert [(hit[0], hit[1]) for hit in alice_hits] == [("invoice-7", "Invoice 7 is paid.")]
+
+
+async def test_a_memory_archived_at_both_keys_is_forgotten_at_both(tmp_path: Path) -> None:
+    """Redelivered after the upgrade, an old event lands at its new key too; forget takes both."""
+    async with live_stack(tmp_path) as stack:
+        for bank, memory_id, text in FACTS:
+            await stack.service.retain(
+                bank, RetainRequest(content=text, memory_id=memory_id, wait=True)
+            )
+    to_legacy_layout(tmp_path)
+    async with live_stack(tmp_path) as stack:
+        old = await stack.service.get_memory("bob", "invoice-7")
+        raw = {k: v for k, v in old.archived_event.items() if k not in DERIVED}
+        raw["input"] = {k: v for k, v in raw["input"].items() if k != "embedding"}
+        await stack.bus.publish(EXPERIENCE_RAW, json.dumps(raw).encode(), key=b"invoice-7")
+        async with asyncio.timeout(10):
+            while (doc := await stack.index.get("bob", "invoice-7")) is None or (  # noqa: ASYNC110 - the index has no change feed
+                doc.object_storage_key == old.object_storage_key
+            ):
+                await asyncio.sleep(0.02)
+        assert await stack.archive.exists(old.object_storage_key)  # both keys hold it now
+        await Forgetting(archive=stack.archive, index=stack.index).forget(
+            "bob", "invoice-7", actor="test"
+        )
+        assert not await stack.archive.exists(old.object_storage_key)
+        assert not await stack.archive.exists(doc.object_storage_key)
+    drop_index(tmp_path)
+    archive = FilesystemArchive(tmp_path / "archive")
+    index = SqliteMemoryIndex(tmp_path / "index.sqlite3")
+    try:
+        await replay(archive, index)
+        assert await index.get("bob", "invoice-7") is None  # never back from the archive
+        assert await index.get("bob", "invoice-8") is not None
+    finally:
+        await index.close()
+        await archive.close()

@@ -1,0 +1,309 @@
+"""``SqliteMemoryIndex``: the MemoryIndex port over the embedded index's parts.
+
+It checks arguments, sends reads to a reader connection and writes to the
+writer (:mod:`.connections`), and keeps the writer's vector cache current: with
+its own writes as they commit, and from ``seq`` when ``PRAGMA data_version``
+shows that another connection or process committed (:func:`.rows.caught_up`).
+"""
+
+from __future__ import annotations
+
+import os
+import sqlite3
+from collections.abc import Callable, Collection, Mapping, Sequence
+from typing import Any, TypeVar
+
+import numpy as np
+import numpy.typing as npt
+import structlog
+
+from cogsub.core.documents import IndexDocument
+from cogsub.core.errors import ConfigurationError, FieldProblem, InvalidInputError
+from cogsub.index.ports import (
+    DecayedPage,
+    DecayStep,
+    DocumentPatch,
+    Hit,
+    SearchFilters,
+    check_decay_page_size,
+)
+from cogsub.index.sqlite import reads, rows, text
+from cogsub.index.sqlite.connections import WAL_CHECKPOINT_PAGES, Connections
+from cogsub.index.sqlite.vectors import VectorCache, one_blas_thread, unit
+from cogsub.index.text_query import query_terms
+
+__all__ = ["SqliteMemoryIndex"]
+
+_T = TypeVar("_T")
+_log = structlog.get_logger("cogsub.index.sqlite")
+
+
+class SqliteMemoryIndex:
+    """MemoryIndex over one SQLite file; ``":memory:"`` gives a private in-memory index.
+
+    Args:
+        path: The database file (its directory must exist) or ``":memory:"``.
+        busy_timeout_s: How long a write waits for another process's write lock
+            before raising ``UnavailableError``.
+        checkpoint_pages: Pages the write-ahead log holds before a commit checkpoints
+            it into the file (``WAL_CHECKPOINT_PAGES``).
+
+    Call ``close()`` when done; it finishes pending work, closes the database
+    and stops the worker thread.
+    """
+
+    def __init__(
+        self,
+        path: str | os.PathLike[str],
+        *,
+        busy_timeout_s: float = 5.0,
+        checkpoint_pages: int = WAL_CHECKPOINT_PAGES,
+    ) -> None:
+        if checkpoint_pages < 1:
+            raise ConfigurationError(
+                f"checkpoint_pages must be at least 1 page, not {checkpoint_pages}"
+            )
+        self._db = Connections(
+            os.fspath(path), busy_timeout_s=busy_timeout_s, checkpoint_pages=checkpoint_pages
+        )
+        # Touched only on the writer thread.
+        self._vectors: VectorCache | None = None
+        self._data_version = -1
+        one_blas_thread()
+
+    @property
+    def cached_vector_bytes(self) -> int:
+        """Bytes the in-memory vector matrix and its filter arrays hold (0 before any search).
+
+        Grows with the documents the index holds, by half its size at a time; read
+        from any thread, it is a snapshot for reports.
+        """
+        vectors = self._vectors
+        return 0 if vectors is None else vectors.nbytes
+
+    @property
+    def resident_data_bytes(self) -> int:
+        """What the index keeps in memory per document: the vector cache and its id map.
+
+        Memory that grows with the data rather than with a backlog: a report subtracts
+        it from the process's resident size to see whether anything else grows.
+        """
+        vectors = self._vectors
+        return 0 if vectors is None else vectors.nbytes + vectors.id_map_bytes
+
+    async def ensure(self, *, dimension: int) -> None:
+        """Record the vector dimension; ``ConfigurationError`` if another one is recorded."""
+        if dimension < 1:
+            raise ConfigurationError(f"vector dimension must be positive, not {dimension}")
+        await self._db.write(rows.ensure_dimension, dimension)
+
+    async def upsert(self, documents: Sequence[IndexDocument]) -> None:
+        """Insert or replace documents by ``event_id``, all in one transaction.
+
+        Raises:
+            ConfigurationError: an embedding whose length is not the index's dimension.
+            InvalidInputError: a timestamp that is not ISO-8601, or a non-finite embedding.
+        """
+        if documents:
+            await self._write(rows.upsert, list(documents))
+
+    async def get(self, bank_id: str, event_id: str) -> IndexDocument | None:
+        """The document ``event_id`` of ``bank_id``, or ``None``."""
+        return await self._db.read(reads.get, bank_id, event_id)
+
+    async def present(self, bank_id: str, event_ids: Sequence[str]) -> set[str]:
+        """Which of ``event_ids`` are documents of ``bank_id``: one query, no bodies read."""
+        if not event_ids:
+            return set()
+        return await self._db.read(reads.present, bank_id, list(dict.fromkeys(event_ids)))
+
+    async def search_text(self, query: str, filters: SearchFilters, *, size: int) -> list[Hit]:
+        """BM25 hits (higher is better) over summary and tags; no query terms means no hits."""
+        _check_size(size)
+        terms = query_terms(query)
+        if not terms or size == 0 or _matches_nothing(filters):
+            return []
+        return await self._db.read(text.search_text, terms, filters, size)
+
+    async def search_vector(
+        self, vector: Sequence[float], filters: SearchFilters, *, size: int
+    ) -> list[Hit]:
+        """Exact nearest neighbours by cosine similarity (the score, in [-1, 1]).
+
+        Raises:
+            InvalidInputError: a vector of the wrong length, or non-finite values.
+        """
+        _check_size(size)
+        query = np.asarray(vector, dtype=np.float32)
+        if query.ndim != 1 or not np.isfinite(query).all():
+            raise InvalidInputError([FieldProblem("vector", "must be a list of finite numbers")])
+        if size == 0 or _matches_nothing(filters):
+            return []
+        return await self._db.write(self._search_vector, unit(query), filters, size)
+
+    async def update(self, bank_id: str, event_id: str, patch: DocumentPatch) -> IndexDocument:
+        """Apply ``patch`` atomically and return the new document.
+
+        Raises:
+            NotFoundError: no document ``event_id`` in ``bank_id``.
+            InvalidInputError: the patch would put a field out of its range.
+        """
+        return await self._write(rows.update, bank_id, event_id, patch)
+
+    async def update_many(self, bank_id: str, patches: Mapping[str, DocumentPatch]) -> int:
+        """Apply each patch in one transaction (one sync); how many documents were found.
+
+        Raises:
+            InvalidInputError: a patch would put a field out of its range (nothing applied).
+        """
+        return await self.update_across({bank_id: patches})
+
+    async def update_across(self, patches: Mapping[str, Mapping[str, DocumentPatch]]) -> int:
+        """``update_many`` for several banks (bank → id → patch) in one transaction.
+
+        An extraction batch patches facts of every bank it touched; one sync for
+        all of them instead of one per bank (see ``cogsub.bulk.update_all``).
+        """
+        by_bank = {bank: dict(bank_patches) for bank, bank_patches in patches.items()}
+        if not any(by_bank.values()):
+            return 0
+        return await self._write(rows.update_across, by_bank)
+
+    async def decay_page(
+        self, bank_id: str, step: DecayStep, *, size: int, after: str | None = None
+    ) -> DecayedPage:
+        """Decay the next ``size`` documents of the bank after ``after``, in one transaction."""
+        check_decay_page_size(size)
+        return await self._db.write(rows.decay_page, bank_id, step, size, after)
+
+    async def delete(self, bank_id: str, event_id: str) -> bool:
+        """Remove a document; ``True`` if it existed in ``bank_id``."""
+        return await self.delete_many(bank_id, [event_id]) == 1
+
+    async def delete_many(self, bank_id: str, event_ids: Sequence[str]) -> int:
+        """Remove the documents ``event_ids`` of ``bank_id`` in one transaction; how many.
+
+        Ids of another bank, unknown ids and repeats count 0. The rows, their FTS
+        entries and their vectors go together, and the write-ahead log is emptied,
+        so the text is readable in none of the files.
+        """
+        wanted = list(dict.fromkeys(event_ids))
+        if not wanted:
+            return 0
+        return await self._write(rows.delete_many, bank_id, wanted)
+
+    async def count(self, bank_id: str | None = None) -> int:
+        """Documents in ``bank_id``, or in all banks."""
+        return await self._db.read(reads.count, bank_id)
+
+    async def neighbours(
+        self,
+        filters: SearchFilters,
+        anchors: Sequence[IndexDocument],
+        *,
+        each_side: int,
+        within_s: float | None = None,
+        exclude: Collection[str] = (),
+    ) -> list[IndexDocument]:
+        """Up to ``each_side`` documents before and after each anchor in its session."""
+        _check_size(each_side)
+        placed = [a for a in anchors if a.session_id is not None and a.bank_id == filters.bank_id]
+        if each_side == 0 or not placed or _matches_nothing(filters):
+            return []
+        window_us = None if within_s is None else int(within_s * 1_000_000)
+        skip = {*exclude, *(a.event_id for a in placed)}
+        return await self._db.read(reads.neighbours, filters, placed, each_side, window_us, skip)
+
+    async def scan(
+        self, filters: SearchFilters, *, size: int, after: str | None = None
+    ) -> list[IndexDocument]:
+        """Documents matching ``filters`` in ``event_id`` order, after the cursor."""
+        return await self._listed(reads.scan, filters, size, after)
+
+    async def scan_in_replay_order(
+        self, filters: SearchFilters, *, size: int, after: IndexDocument | None = None
+    ) -> list[IndexDocument]:
+        """Documents matching ``filters`` in replay order, after the cursor's place."""
+        return await self._listed(reads.scan_in_replay_order, filters, size, after)
+
+    async def close(self) -> None:
+        """Close the database and stop the worker thread (idempotent)."""
+        await self._db.close()
+        self._vectors = None
+
+    async def _listed(
+        self,
+        read: Callable[..., list[IndexDocument]],
+        filters: SearchFilters,
+        size: int,
+        after: str | IndexDocument | None,
+    ) -> list[IndexDocument]:
+        """A scan's read on a reader connection, or nothing for a size 0 or an empty filter set."""
+        _check_size(size)
+        if size == 0 or _matches_nothing(filters):
+            return []
+        return await self._db.read(read, filters, size, after)
+
+    async def _write(self, write: Callable[..., rows.Written[_T]], *args: Any) -> _T:
+        """Run ``write`` on the writer, then bring the vector cache along on that thread."""
+        return await self._db.write(self._written, write, *args)
+
+    def _written(
+        self, conn: sqlite3.Connection, write: Callable[..., rows.Written[_T]], *args: Any
+    ) -> _T:
+        done = write(conn, *args)
+        if done.seq is not None:
+            self._after_write(done.seq, done.apply)
+        if done.erased:
+            self._db.truncate_wal(conn)
+        return done.answer
+
+    def _after_write(self, seq: int, apply: Callable[[VectorCache], object]) -> None:
+        vectors = self._vectors
+        if vectors is None:
+            return
+        try:
+            apply(vectors)
+        except Exception:
+            # The write is committed; a half-updated cache must not answer searches.
+            self._vectors = None
+            _log.exception("index_vector_cache_dropped")
+            return
+        # If another connection committed in between, the catch-up re-reads from
+        # vectors.seq, which re-applies our rows too (harmless).
+        if vectors.seq == seq - 1:
+            vectors.seq = seq
+
+    def _search_vector(
+        self,
+        conn: sqlite3.Connection,
+        query: npt.NDArray[np.float32],
+        filters: SearchFilters,
+        size: int,
+    ) -> list[Hit]:
+        vectors = self._current_vectors(conn)
+        if vectors is None:
+            return []
+        if query.shape[0] != vectors.dimension:
+            rule = f"must have {vectors.dimension} values, not {query.shape[0]}"
+            raise InvalidInputError([FieldProblem("vector", rule)])
+        found = vectors.search(query, filters, size)
+        return reads.hits(conn, found, bank_id=filters.bank_id)
+
+    def _current_vectors(self, conn: sqlite3.Connection) -> VectorCache | None:
+        """The vector cache, built on first use and caught up after other connections' writes."""
+        (data_version,) = conn.execute("PRAGMA data_version").fetchone()
+        if self._vectors is not None and data_version == self._data_version:
+            return self._vectors
+        self._data_version = data_version
+        self._vectors = rows.caught_up(conn, self._vectors)
+        return self._vectors
+
+
+def _check_size(size: int) -> None:
+    if size < 0:
+        raise InvalidInputError([FieldProblem("size", "must not be negative")])
+
+
+def _matches_nothing(filters: SearchFilters) -> bool:
+    return filters.fact_types == frozenset() or filters.tags_any == frozenset()

@@ -1,0 +1,190 @@
+"""Reads of stored documents: lookups, counts, scans, session neighbours, filters in SQL.
+
+Each function runs on the connection it is given (a reader's, or the writer's
+inside its transaction) and decodes rows with :mod:`.columns`.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from collections.abc import Sequence
+from dataclasses import replace
+from typing import Any
+
+from cogsub.core.documents import IndexDocument
+from cogsub.core.events import FactType
+from cogsub.index.ports import Hit, SearchFilters, replay_order
+from cogsub.index.sqlite.columns import document, epoch_us, timestamp_us
+
+# Replay order, as the replay index keeps it, and the rows strictly after a cursor in it.
+_DECAY = "json_extract(d.body, '$.decay_factor')"
+_IN_REPLAY_ORDER = f"{_DECAY} DESC, d.importance_score DESC, d.event_id"
+_AFTER_IN_REPLAY = (
+    f"({_DECAY} < ? OR {_DECAY} = ?"
+    " AND (d.importance_score < ? OR d.importance_score = ? AND d.event_id > ?))"
+)
+# Strictly before / after an anchor's (ts_us, event_id), in the session index's order.
+_BEFORE = "(d.ts_us, d.event_id) < (?, ?)"
+_AFTER = "(d.ts_us, d.event_id) > (?, ?)"
+_ABOVE = "d.ts_us >= ?"
+# No window: far enough to reach any timestamp, near enough to stay inside SQLite's 64 bits.
+_MAX_REACH_US = 2**62
+_BELOW = "d.ts_us <= ?"
+# Listed ids of one bank, found through the (bank_id, event_id) identity index.
+BY_IDS_IN_BANK = "bank_id = ? AND event_id IN (SELECT value FROM json_each(?))"
+
+
+def get(conn: sqlite3.Connection, bank_id: str, event_id: str) -> IndexDocument | None:
+    found = conn.execute(
+        "SELECT body, embedding FROM documents WHERE event_id = ? AND bank_id = ?",
+        (event_id, bank_id),
+    ).fetchone()
+    return None if found is None else document(*found)
+
+
+def present(conn: sqlite3.Connection, bank_id: str, event_ids: list[str]) -> set[str]:
+    rows = conn.execute(
+        f"SELECT event_id FROM documents WHERE {BY_IDS_IN_BANK}",
+        (bank_id, json.dumps(event_ids)),
+    ).fetchall()
+    return {event_id for (event_id,) in rows}
+
+
+def count(conn: sqlite3.Connection, bank_id: str | None) -> int:
+    if bank_id is None:
+        (total,) = conn.execute("SELECT count(*) FROM documents").fetchone()
+    else:
+        (total,) = conn.execute(
+            "SELECT count(*) FROM documents WHERE bank_id = ?", (bank_id,)
+        ).fetchone()
+    return int(total)
+
+
+def neighbours(
+    conn: sqlite3.Connection,
+    filters: SearchFilters,
+    anchors: Sequence[IndexDocument],
+    each_side: int,
+    window_us: int | None,
+    skip: set[str],
+) -> list[IndexDocument]:
+    # Ids first, from the session index alone; bodies only for the new ones.
+    where, params = filter_sql(filters)
+    session = "json_extract(d.body, '$.session_id') = ?"
+    wanted: dict[str, None] = {}
+    reach = _MAX_REACH_US if window_us is None else window_us
+    for anchor in anchors:
+        at_us = timestamp_us(anchor.timestamp)
+        sides = (
+            (_BEFORE, "DESC", _ABOVE, at_us - reach),
+            (_AFTER, "ASC", _BELOW, at_us + reach),
+        )
+        for side, order, bound, limit_us in sides:
+            rows = conn.execute(
+                f"SELECT d.event_id FROM documents AS d"  # noqa: S608 - clauses are ours
+                f" WHERE {where} AND {session} AND {side} AND {bound}"
+                f" ORDER BY d.ts_us {order}, d.event_id {order} LIMIT ?",
+                (*params, anchor.session_id, at_us, anchor.event_id, limit_us, each_side),
+            ).fetchall()
+            wanted.update((event_id, None) for (event_id,) in rows if event_id not in skip)
+    if not wanted:
+        return []
+    rows = conn.execute(
+        f"SELECT event_id, body, embedding FROM documents WHERE {BY_IDS_IN_BANK}",
+        (filters.bank_id, json.dumps(list(wanted))),
+    ).fetchall()
+    found = {event_id: document(body, blob) for event_id, body, blob in rows}
+    return [found[event_id] for event_id in wanted if event_id in found]
+
+
+def scan(
+    conn: sqlite3.Connection, filters: SearchFilters, size: int, after: str | None
+) -> list[IndexDocument]:
+    where, params = filter_sql(filters)
+    if after is not None:
+        where += " AND d.event_id > ?"
+        params.append(after)
+    rows = conn.execute(
+        f"SELECT d.body, d.embedding FROM documents AS d WHERE {where}"  # noqa: S608 - clauses are ours
+        " ORDER BY d.event_id LIMIT ?",
+        (*params, size),
+    ).fetchall()
+    return [document(body, blob) for body, blob in rows]
+
+
+def scan_in_replay_order(
+    conn: sqlite3.Connection, filters: SearchFilters, size: int, after: IndexDocument | None
+) -> list[IndexDocument]:
+    # The index orders each fact type apart: the first ``size`` of each type (keys
+    # only, from the index), merged, are the first ``size`` of the union.
+    lanes: list[FactType | None] = [*FactType, None]
+    if filters.fact_types is not None:
+        lanes = [*sorted(filters.fact_types)]
+    where, params = filter_sql(replace(filters, fact_types=None))
+    if after is not None:
+        where += f" AND {_AFTER_IN_REPLAY}"
+        decay, importance = after.decay_factor, after.importance_score
+        params += [decay, decay, importance, importance, after.event_id]
+    keys: list[tuple[float, float, str, int]] = []
+    for lane in lanes:
+        typed = "d.fact_type IS NULL" if lane is None else "d.fact_type = ?"
+        rows = conn.execute(
+            f"SELECT -{_DECAY}, -d.importance_score, d.event_id, d.doc_id"  # noqa: S608 - clauses are ours
+            f" FROM documents AS d WHERE {where} AND {typed}"
+            f" ORDER BY {_IN_REPLAY_ORDER} LIMIT ?",
+            (*params, *([] if lane is None else [lane.value]), size),
+        ).fetchall()
+        keys += rows
+    chosen = [doc_id for *_, doc_id in sorted(keys)[:size]]
+    rows = conn.execute(
+        "SELECT d.body, d.embedding FROM documents AS d"
+        " WHERE d.doc_id IN (SELECT value FROM json_each(?))",
+        (json.dumps(chosen),),
+    ).fetchall()
+    return sorted((document(body, blob) for body, blob in rows), key=replay_order)
+
+
+def hits(
+    conn: sqlite3.Connection, ranked: list[tuple[int, float]], *, bank_id: str | None = None
+) -> list[Hit]:
+    """Documents for ranked ``doc_id``s, in order; rows gone or of another bank are skipped."""
+    found = {}
+    for doc_id, bank, body, blob in conn.execute(
+        "SELECT doc_id, bank_id, body, embedding FROM documents"
+        " WHERE doc_id IN (SELECT value FROM json_each(?))",
+        (json.dumps([doc_id for doc_id, _ in ranked]),),
+    ):
+        found[doc_id] = (bank, body, blob)
+    hits = []
+    for doc_id, score in ranked:
+        row = found.get(doc_id)
+        if row is not None and (bank_id is None or row[0] == bank_id):
+            hits.append(Hit(document(row[1], row[2]), float(score)))
+    return hits
+
+
+def filter_sql(filters: SearchFilters) -> tuple[str, list[Any]]:
+    """WHERE clauses on ``documents AS d`` for ``filters`` (never empty: bank_id is mandatory)."""
+    clauses = ["d.bank_id = ?"]
+    params: list[Any] = [filters.bank_id]
+    # Sets travel as one JSON array parameter: no limit on their size, no SQL built from them.
+    if filters.fact_types is not None:
+        clauses.append("d.fact_type IN (SELECT value FROM json_each(?))")
+        params.append(json.dumps(sorted(FactType(fact).value for fact in filters.fact_types)))
+    if filters.tags_any is not None:
+        clauses.append(
+            "EXISTS (SELECT 1 FROM json_each(d.tags) AS tag"
+            " WHERE tag.value IN (SELECT value FROM json_each(?)))"
+        )
+        params.append(json.dumps(sorted(filters.tags_any)))
+    if filters.since is not None:
+        clauses.append("d.ts_us >= ?")
+        params.append(epoch_us(filters.since))
+    if filters.until is not None:
+        clauses.append("d.ts_us < ?")
+        params.append(epoch_us(filters.until))
+    if filters.min_importance is not None:
+        clauses.append("d.importance_score >= ?")
+        params.append(filters.min_importance)
+    return " AND ".join(clauses), params
