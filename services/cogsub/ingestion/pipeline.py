@@ -7,17 +7,16 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any
 
+from cogsub.bus.dead_letters import DLQ_KIND_HEADER as DLQ_KIND_HEADER  # their old home
+from cogsub.bus.dead_letters import DLQ_REASON_HEADER as DLQ_REASON_HEADER
+from cogsub.bus.dead_letters import DLQ_SOURCE_HEADER as DLQ_SOURCE_HEADER
+from cogsub.bus.dead_letters import dead_letter_headers
 from cogsub.bus.ports import Headers, Record
 from cogsub.core.errors import FieldProblem, InvalidEventError
 from cogsub.core.events import ArchivedEvent, ExperienceEvent, parse_event
 
 # Fields ingestion derives; two events that differ only here are the same experience.
 _DERIVED_FIELDS = ("importanceScore", "objectStorageKey")
-
-DLQ_REASON_HEADER = "cogsub-dlq-reason"
-DLQ_KIND_HEADER = "cogsub-dlq-kind"
-DLQ_SOURCE_HEADER = "cogsub-dlq-source"
-
 
 class Stage(StrEnum):
     """The ordered boundaries of one ingestion pass (the seed's trace stages)."""
@@ -107,14 +106,7 @@ def _comparable(wire: dict[str, Any], *, keep_embedding: bool) -> dict[str, Any]
 
 def dlq_headers(rejection: Rejection) -> Headers:
     """The original headers, then why and from where the record was dead-lettered."""
-    record = rejection.record
-    source = f"{record.topic}/{record.partition}/{record.offset}"
-    return (
-        *record.headers,
-        (DLQ_KIND_HEADER, rejection.kind.value.encode()),
-        (DLQ_REASON_HEADER, rejection.reason.encode()),
-        (DLQ_SOURCE_HEADER, source.encode()),
-    )
+    return dead_letter_headers(rejection.record, rejection.kind.value, rejection.reason)
 
 
 def first_of_each_id(accepted: Sequence[Accepted]) -> tuple[list[Accepted], list[Accepted]]:
