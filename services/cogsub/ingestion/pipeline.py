@@ -18,6 +18,7 @@ from cogsub.core.events import ArchivedEvent, ExperienceEvent, parse_event
 # Fields ingestion derives; two events that differ only here are the same experience.
 _DERIVED_FIELDS = ("importanceScore", "objectStorageKey")
 
+
 class Stage(StrEnum):
     """The ordered boundaries of one ingestion pass (the seed's trace stages)."""
 
