@@ -19,6 +19,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Protocol
 
+from cogsub.bus.dead_letters import DLQ_KIND_HEADER, DLQ_REASON_HEADER, DLQ_SOURCE_HEADER
 from cogsub.bus.ports import Headers, Record
 from cogsub.core.errors import (
     CogsubError,
@@ -35,7 +36,6 @@ from cogsub.core.topics import (
     EXPERIENCE_RAW,
     EXPERIENCE_RAW_DLQ,
 )
-from cogsub.ingestion.pipeline import DLQ_KIND_HEADER, DLQ_REASON_HEADER, DLQ_SOURCE_HEADER
 
 #: Each dead-letter topic, and the topics its letters may be sent back to.
 RETRY_TARGETS: Mapping[str, frozenset[str]] = {
