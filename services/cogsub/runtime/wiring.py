@@ -414,6 +414,7 @@ def build_consolidation(stack: Stack) -> Consolidation:
         batch_size=tuning.batch_size,
         on_round=stack.metrics.record_round,
         ingestion_group=stack.settings.ingestion.group,
+        messaging_system=stack.messaging_system,
     )
     return Consolidation(rounds=rounds, worker=worker, extractor=extractor)
 
