@@ -200,7 +200,8 @@ class FactStage:
             new = tuple(
                 m.memory_id for m, _ in result.new if created.get(m.memory_id) == result.event_id
             )
-            merged = tuple(t for t in merges.get(result.event_id, ()) if t not in new)
+            merges_of = merges.get((result.bank_id, result.event_id), ())
+            merged = tuple(t for t in merges_of if t not in new)
             outcomes.append(
                 ExtractionOutcome(result.event_id, result.bank_id, new, merged, result.skipped)
             )
@@ -374,7 +375,7 @@ class FactStage:
 
     async def _write_batch(
         self, plans: Sequence[_Plan]
-    ) -> tuple[dict[str, str], dict[str, tuple[str, ...]]]:
+    ) -> tuple[dict[str, str], dict[tuple[str, str], tuple[str, ...]]]:
         """The new facts, and one evidence object per planned proof; then the recounts.
 
         Returns the facts created (with the event that created each) and, per source
@@ -396,11 +397,11 @@ class FactStage:
         if isinstance(fresh, BaseException):
             raise fresh
         await self._recount(wanted, fresh, created)
-        merged: dict[str, list[str]] = {}
+        merged: dict[tuple[str, str], list[str]] = {}
         for (plan, target, _), new in zip(wanted, fresh, strict=True):
-            if new:
-                merged.setdefault(plan.event_id, []).append(target)
-        return created, {event_id: tuple(targets) for event_id, targets in merged.items()}
+            if new:  # by (bank, event): two banks may both have an event ``invoice-7``
+                merged.setdefault((plan.bank_id, plan.event_id), []).append(target)
+        return created, {source: tuple(targets) for source, targets in merged.items()}
 
     async def _recount(
         self,

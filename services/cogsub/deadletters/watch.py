@@ -8,17 +8,20 @@ letter). It reads briskly while a retain is waiting and rarely otherwise.
 from __future__ import annotations
 
 import asyncio
+import time
 
 import structlog
 
 from cogsub.bus.ports import EventBus
-from cogsub.core.errors import CogsubError
+from cogsub.core.errors import CogsubError, NotFoundError
 from cogsub.core.topics import EXPERIENCE_RAW_DLQ
 from cogsub.deadletters.letters import RejectionBook, dead_letter_of
 
 log = structlog.get_logger("cogsub.deadletters")
 
 READ_BATCH = 256
+#: Seconds between looks for partitions that appeared since the last look.
+PARTITIONS_REFRESH_S = 30.0
 
 
 class DeadLetterWatch:
@@ -46,15 +49,34 @@ class DeadLetterWatch:
         self._busy_s = busy_interval_s
         self._idle_s = idle_interval_s
         self._next: dict[int, int] | None = None
+        self._looked_at = 0.0
 
     async def start(self) -> None:
         """Take the topic's end offsets as the starting point: older letters were answered."""
         try:
             stats = await self._bus.topic_stats(self._topic)
+        except NotFoundError:  # no letter yet: follow the topic from its first once it exists
+            self._next, self._looked_at = {}, time.monotonic()
+            return
         except CogsubError as exc:  # the next read tries again; retains still time out
             log.warning("dead_letter_watch_not_started", topic=self._topic, error=str(exc))
             return
         self._next = {p.partition: p.end_offset for p in stats.partitions}
+        self._looked_at = time.monotonic()
+
+    async def _add_new_partitions(self) -> None:
+        """Follow partitions made since the start (or the topic itself) from their first letter."""
+        assert self._next is not None
+        due = self._looked_at + PARTITIONS_REFRESH_S
+        if self._next and time.monotonic() < due:
+            return
+        self._looked_at = time.monotonic()
+        try:
+            stats = await self._bus.topic_stats(self._topic)
+        except NotFoundError:
+            return
+        for partition in stats.partitions:
+            self._next.setdefault(partition.partition, 0)
 
     async def read_once(self) -> int:
         """Note every dead letter published since the last read; how many there were."""
@@ -62,6 +84,8 @@ class DeadLetterWatch:
             await self.start()
             if self._next is None:
                 return 0
+        else:
+            await self._add_new_partitions()
         seen = 0
         for partition, offset in self._next.items():
             while True:

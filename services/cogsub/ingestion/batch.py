@@ -134,18 +134,18 @@ class BatchSteps:
 
     async def _embed(
         self, items: Sequence[Accepted], ready: Mapping[str, list[float]]
-    ) -> dict[str, list[float]]:
-        """Vectors by event id: computed ahead, or one batched call for the rest."""
+    ) -> dict[tuple[str, str], list[float]]:
+        """Vectors by (bank, event id): computed ahead, or one batched call for the rest."""
         missing = [a.event for a in items if not a.event.input.embedding]
         todo = list(dict.fromkeys(e.input.text for e in missing if e.input.text not in ready))
         computed = await self.embedder.embed(todo) if todo else []
         by_text = {**ready, **dict(zip(todo, computed, strict=True))}
         if items:
             self.observe(Stage.EMBED, [a.event.event_id for a in items])
-        return {e.event_id: by_text[e.input.text] for e in missing}
+        return {(e.bank_id, e.event_id): by_text[e.input.text] for e in missing}
 
     def _derive(
-        self, items: Sequence[Accepted], vectors: Mapping[str, list[float]]
+        self, items: Sequence[Accepted], vectors: Mapping[tuple[str, str], list[float]]
     ) -> list[ArchivedEvent]:
         """Score and key every event, and shape what the archive keeps."""
         events = [a.event for a in items]
@@ -158,7 +158,7 @@ class BatchSteps:
         return [
             archived_event_for(
                 e,
-                embedding=vectors.get(e.event_id, list(e.input.embedding)),
+                embedding=vectors.get((e.bank_id, e.event_id), list(e.input.embedding)),
                 importance_score=score,
                 key=key,
             )

@@ -111,11 +111,15 @@ def dlq_headers(rejection: Rejection) -> Headers:
 
 
 def first_of_each_id(accepted: Sequence[Accepted]) -> tuple[list[Accepted], list[Accepted]]:
-    """Split a batch into the first record of each event id and the repeats after it."""
-    seen: set[str] = set()
+    """Split a batch into the first record of each memory and the repeats after it.
+
+    A memory is (bank, event id): two banks' ``invoice-7`` are two firsts.
+    """
+    seen: set[tuple[str, str]] = set()
     firsts: list[Accepted] = []
     repeats: list[Accepted] = []
     for item in accepted:
-        (repeats if item.event.event_id in seen else firsts).append(item)
-        seen.add(item.event.event_id)
+        identity = (item.event.bank_id, item.event.event_id)
+        (repeats if identity in seen else firsts).append(item)
+        seen.add(identity)
     return firsts, repeats

@@ -215,6 +215,22 @@ def checked_memory(bank_id: str, line: ExportObject) -> ArchivedEvent | None:
     return event
 
 
+def at_current_key(line: ExportObject, event: ArchivedEvent) -> tuple[ExportObject, ArchivedEvent]:
+    """A raw event exported from a store before per-bank keys, moved to its key of today.
+
+    Its old key is the one every bank shared (and the default bank's key today):
+    imported there, one bank's bundle could take, or probe, another bank's id.
+    """
+    current = object_key_for(event)
+    if line.key == current or not line.key.startswith(EVENTS_PREFIX):
+        return line, event
+    moved = {**line.object, "objectStorageKey": current}
+    return (
+        line.model_copy(update={"key": current, "object": moved}),
+        event.model_copy(update={"object_storage_key": current}),
+    )
+
+
 def imported_document(event: ArchivedEvent, state: IndexState) -> IndexDocument:
     """The document the pipeline built for ``event``, with its exported index state."""
     doc = index_document_for(

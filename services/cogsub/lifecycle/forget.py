@@ -41,8 +41,8 @@ from cogsub.core.derived import (
 )
 from cogsub.core.documents import IndexDocument
 from cogsub.core.errors import NotFoundError, ObjectExistsError
-from cogsub.core.events import format_timestamp
-from cogsub.core.keys import EVENTS_PREFIX
+from cogsub.core.events import DEFAULT_BANK, ArchivedEvent, format_timestamp
+from cogsub.core.keys import EVENTS_PREFIX, legacy_object_key_for
 from cogsub.index.ports import MemoryIndex, SearchFilters
 from cogsub.lifecycle.archive_reads import bounded, chunks, read_many
 from cogsub.lifecycle.provenance import (
@@ -153,6 +153,7 @@ class Forgetting:
             evidence=evidence,
             keys=keys,
         )
+        twin = await self._legacy_twin(bank_id, memory_id, seed_key) if seed_key else None
         now = self._clock()
         return ForgetPlan(
             action=ForgetAction.FORGET,
@@ -162,11 +163,31 @@ class Forgetting:
             actor=actor,
             requested_at=format_timestamp(now),
             memory_ids=list(decided.memory_ids),
-            object_keys=list(decided.object_keys),
+            object_keys=[*decided.object_keys, *([twin] if twin else [])],
             proof_recount=list(decided.proof_recount),
             unsupersede=list(decided.unsupersede),
             unlink=decided.unlink,
         )
+
+    async def _legacy_twin(self, bank_id: str, memory_id: str, seed_key: str) -> str | None:
+        """The same raw event at its pre-per-bank key, when an upgraded store holds both.
+
+        An event redelivered after the upgrade is archived again at its new key; left at
+        the old one, a replay would bring the forgotten memory back.
+        """
+        try:
+            event = ArchivedEvent.model_validate_json(await self._archive.get(seed_key))
+        except (NotFoundError, ValidationError):
+            return None
+        legacy = legacy_object_key_for(event)
+        if legacy == seed_key:
+            return None
+        try:
+            found = json.loads(await self._archive.get(legacy))
+        except (NotFoundError, ValueError):
+            return None
+        mine = isinstance(found, dict) and found.get("bankId", DEFAULT_BANK) == bank_id
+        return legacy if mine and found.get("eventId") == memory_id else None
 
     async def _find_raw(self, bank_id: str, memory_id: str) -> str | None:
         """The raw event's archive key when the index no longer has it (a full listing)."""

@@ -55,6 +55,7 @@ from cogsub.lifecycle.bundle import (
     ExportTrailer,
     ImportReport,
     LineProblem,
+    at_current_key,
     body_of,
     checked_memory,
     header_line,
@@ -280,6 +281,8 @@ class BankTransfer:
         if event is not None and line.index is None:
             tally.refuse(number, line.key, "invalid", "a memory line needs its index state")
             return None
+        if event is not None:
+            line, event = at_current_key(line, event)
         return _Pending(number, line, event)
 
     async def _import_batch(self, tally: _Tally, batch: list[_Pending]) -> None:

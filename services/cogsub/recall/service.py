@@ -41,7 +41,7 @@ from cogsub.core.derived import (
 )
 from cogsub.core.documents import SUMMARY_LENGTH, IndexDocument
 from cogsub.core.errors import ConflictError, NotFoundError
-from cogsub.core.events import ArchivedEvent, ExperienceEvent, format_timestamp
+from cogsub.core.events import ArchivedEvent, EventType, ExperienceEvent, format_timestamp
 from cogsub.core.keys import object_key_for
 from cogsub.core.memory import (
     FeedbackRequest,
@@ -193,26 +193,25 @@ class MemoryService:
 
         Found by text search among the bank's memories of the type, then compared whole
         after normalising whitespace and case (the archive holds what the summary cuts).
-        A retain that states its time matches only a memory of that same time: the same
-        words at another time are another experience, which consolidation counts.
+        Only a memory retained as this one would be counts: not a derived one (forgetting
+        its source would take it), and one with every tag and the session asked for, at
+        the stated time if one is stated (the same words at another time are another
+        experience, which consolidation counts).
         """
         wanted = same_content_key(request.content)
         types = frozenset({request.fact_type}) if request.fact_type is not None else None
         filters = SearchFilters(bank_id=bank_id, fact_types=types)
         query = request.content[:SUMMARY_LENGTH]  # the text index holds the summary alone
-        for hit in await self._index.search_text(query, filters, size=IDENTICAL_POOL):
-            doc = hit.document
-            if doc.fact_type != request.fact_type or is_superseded(doc):
-                continue
-            if request.timestamp is not None and doc.timestamp != format_timestamp(
-                request.timestamp
-            ):
-                continue  # the same words met at another stated time: another experience
-            whole = doc.summary if len(doc.summary) < SUMMARY_LENGTH else None
-            text = whole or await self._archived_text(doc.object_storage_key)
+        hits = await self._index.search_text(query, filters, size=IDENTICAL_POOL)
+        alike = [h.document for h in hits if _kept_alike(h.document, request)]
+        texts = await asyncio.gather(*(self._whole_text(doc) for doc in alike))
+        for doc, text in zip(alike, texts, strict=True):
             if text is None or same_content_key(text) != wanted:
                 continue
-            await self._index.update(bank_id, doc.event_id, REINFORCED_BY_RETAIN)
+            try:
+                await self._index.update(bank_id, doc.event_id, REINFORCED_BY_RETAIN)
+            except NotFoundError:
+                continue  # forgotten meanwhile: keep the new one instead
             found = procedure_version(doc.tags)
             return RetainResult(
                 memory_id=doc.event_id,
@@ -225,11 +224,14 @@ class MemoryService:
             )
         return None
 
-    async def _archived_text(self, key: str) -> str | None:
+    async def _whole_text(self, doc: IndexDocument) -> str | None:
+        if len(doc.summary) < SUMMARY_LENGTH:
+            return doc.summary
         try:
-            return ArchivedEvent.model_validate_json(await self._archive.get(key)).input.text
+            raw = await self._archive.get(doc.object_storage_key)
         except NotFoundError:
             return None
+        return ArchivedEvent.model_validate_json(raw).input.text
 
     async def _lineage(self, bank_id: str, supersedes: str) -> ProcedureLineage:
         previous = await self._index.get(bank_id, supersedes)
@@ -450,6 +452,19 @@ def _same_memory(found: IndexDocument | None, event: ExperienceEvent, *, timed: 
             "retry with the same content and timestamp, or choose another id"
         )
     return True
+
+
+def _kept_alike(doc: IndexDocument, request: RetainRequest) -> bool:
+    """Whether ``doc`` was kept as ``request`` would be, its text aside (see ``_identical``)."""
+    stated = request.timestamp
+    return (
+        doc.fact_type == request.fact_type
+        and doc.event_type != EventType.CONSOLIDATION_OUTPUT
+        and not is_superseded(doc)
+        and set(request.tags) <= set(doc.tags)
+        and request.context.session_id in (None, doc.session_id)
+        and (stated is None or doc.timestamp == format_timestamp(stated))
+    )
 
 
 def _as_dict(value: object) -> dict[str, object]:

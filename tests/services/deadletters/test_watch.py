@@ -57,3 +57,18 @@ async def test_a_waiting_retain_wakes_an_idle_watch(bus: MemoryEventBus) -> None
     finally:
         stop.set()
         await asyncio.wait_for(running, timeout=5.0)
+
+
+async def test_a_topic_made_after_the_start_is_followed_from_its_first_letter() -> None:
+    bus = MemoryEventBus()  # no topics yet: the watch starts with nothing to follow
+    try:
+        book = RejectionBook()
+        watch = DeadLetterWatch(bus=bus, book=book)
+        await watch.start()
+        assert await watch.read_once() == 0
+        await bus.ensure_topics(STAGE1_TOPICS)
+        await bus.publish(DLQ, NEW, key=b"new", headers=HEADERS)
+        assert await watch.read_once() == 1
+        assert book.rejection_for("alice", "new", NEW) is not None
+    finally:
+        await bus.close()

@@ -4,9 +4,11 @@ from __future__ import annotations
 
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
 from cogsub.core.events import FactType
-from cogsub.core.memory import RecallRequest, RetainRequest
+from cogsub.core.memory import RecallRequest, RetainContext, RetainRequest
+from cogsub.index.ports import DocumentPatch
 from tests.services.recall.stack import live_stack
 
 BANK = "jane@example.com"
@@ -66,3 +68,34 @@ async def test_a_long_memory_is_compared_whole_not_by_its_summary(data_dir: Path
         again = await stack.service.retain(BANK, world(head + "then restart B."))
         assert not second.reinforced and second.memory_id != first.memory_id
         assert again.reinforced and again.memory_id == second.memory_id
+
+
+async def test_new_tags_a_session_or_a_derived_copy_are_not_the_same_memory(
+    data_dir: Path,
+) -> None:
+    async with live_stack(data_dir) as stack:
+        first = await stack.service.retain(BANK, world(ACME, tags=["geo"]))
+        tagged = await stack.service.retain(BANK, world(ACME, tags=["geo", "hq"]))
+        fewer = await stack.service.retain(BANK, world(ACME, tags=["hq"]))
+        session = await stack.service.retain(
+            BANK, world(ACME, context=RetainContext(session_id="s-2"))
+        )
+        assert not tagged.reinforced and tagged.memory_id != first.memory_id
+        assert fewer.reinforced and fewer.memory_id == tagged.memory_id  # its tags are held
+        assert not session.reinforced
+        found = await stack.service.recall(BANK, RecallRequest(query="Acme HQ", tags=["hq"]))
+        assert tagged.memory_id in {hit.id for hit in found.results}
+
+
+async def test_a_memory_forgotten_meanwhile_is_stored_anew(data_dir: Path) -> None:
+    async with live_stack(data_dir) as stack:
+        first = await stack.service.retain(BANK, world(ACME))
+        real_update = stack.index.update
+
+        async def forgotten_first(bank_id: str, event_id: str, patch: DocumentPatch) -> Any:
+            await stack.index.delete(bank_id, event_id)  # a forget lands between search and patch
+            return await real_update(bank_id, event_id, patch)
+
+        stack.index.update = forgotten_first  # type: ignore[method-assign]
+        again = await stack.service.retain(BANK, world(ACME))
+        assert not again.reinforced and again.memory_id != first.memory_id and again.recallable

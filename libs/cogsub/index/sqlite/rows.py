@@ -289,7 +289,8 @@ def _write_all(
         for event_id, doc_id, bank_id, summary, tags in conn.execute(
             "SELECT d.event_id, d.doc_id, d.bank_id, d.summary, d.tags FROM json_each(?) AS j"
             " JOIN documents AS d"
-            " ON d.bank_id = j.value ->> '$[0]' AND d.event_id = j.value ->> '$[1]'",
+            " ON d.bank_id = json_extract(j.value, '$[0]')"
+            " AND d.event_id = json_extract(j.value, '$[1]')",
             (json.dumps(ids),),
         )
     }
@@ -323,7 +324,7 @@ def _write_all(
         insert_rows(conn, _INSERT_DOCUMENTS, inserts)
         conn.execute(
             "DELETE FROM tombstones WHERE (bank_id, event_id) IN"
-            " (SELECT value ->> '$[0]', value ->> '$[1]' FROM json_each(?))",
+            " (SELECT json_extract(value, '$[0]'), json_extract(value, '$[1]') FROM json_each(?))",
             (json.dumps([[row[0], row[-2]] for row in inserts]),),
         )
     if updates:
