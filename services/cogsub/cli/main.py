@@ -102,6 +102,14 @@ def _settings(args: argparse.Namespace) -> Settings:
     return settings.model_copy(update=update)
 
 
+# A lean install (`make run`) leaves the distributed backend's clients out (pyproject.toml).
+_DISTRIBUTED_CLIENTS = frozenset({"aiokafka", "boto3", "botocore", "opensearchpy", "aiohttp"})
+_MISSING_CLIENT = (
+    "the distributed backend needs {}, which this install leaves out: "
+    "pip install 'cognitive-substrate[distributed]' (or make setup-distributed)"
+)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the `cogsub` console script; returns the exit code."""
     args = _parser().parse_args(argv)
@@ -122,6 +130,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     except CogsubError as exc:
         print(f"cogsub: {exc}", file=sys.stderr)
         return 1
+    except ModuleNotFoundError as exc:
+        if exc.name is None or exc.name.partition(".")[0] not in _DISTRIBUTED_CLIENTS:
+            raise
+        print(f"cogsub: {_MISSING_CLIENT.format(exc.name)}", file=sys.stderr)
+        return 2
     except KeyboardInterrupt:
         return 130
     finally:

@@ -1,0 +1,1 @@
+"""Repository tools that are neither part of the product nor benchmarks."""
