@@ -15,6 +15,7 @@ pytest_plugins = [
     "tests.fixtures.opensearch",
     "tests.fixtures.embedding_server",
     "tests.fixtures.chat_server",
+    "tests.fixtures.rerank_server",
     "tests.fixtures.tracing",
 ]
 
