@@ -212,3 +212,10 @@ class FeedbackSignal(StrEnum):
 class FeedbackRequest(BoundaryModel):
     memory_ids: list[SafeId] = Field(min_length=1, max_length=MAX_RECALL_K)
     signal: FeedbackSignal
+
+
+class FeedbackResult(BoundaryModel):
+    """How many memories a feedback call updated."""
+
+    bank_id: str
+    updated: int

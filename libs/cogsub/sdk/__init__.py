@@ -15,6 +15,7 @@ from cogsub.core.errors import (
 )
 from cogsub.core.memory import (
     ConsolidationReport,
+    FeedbackResult,
     MemoryHit,
     MemoryRecord,
     RecallResponse,
@@ -22,7 +23,7 @@ from cogsub.core.memory import (
     RetainResult,
     ScoreBreakdown,
 )
-from cogsub.sdk._base import FeedbackResult, ForgetBankResult, ForgetResult, ImportResult
+from cogsub.sdk._base import ForgetBankResult, ForgetResult, ImportResult
 from cogsub.sdk.client import AsyncMemoryClient, MemoryClient
 
 __all__ = [

@@ -13,17 +13,19 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any, Generic, Literal, TypeVar
+from typing import Any, Generic, TypeVar
 from urllib.parse import quote
 
 import httpx
-from pydantic import BaseModel, ConfigDict, TypeAdapter, ValidationError
+from pydantic import BaseModel, TypeAdapter, ValidationError
 
 from cogsub.core.errors import FieldProblem, InvalidInputError
 from cogsub.core.events import FactType, SafeId
+from cogsub.core.lifecycle import ForgetBankReport, ForgetReport, ImportReport, LineProblem
 from cogsub.core.memory import (
     ConsolidationReport,
     FeedbackRequest,
+    FeedbackResult,
     MemoryRecord,
     RecallRequest,
     RecallResponse,
@@ -31,6 +33,7 @@ from cogsub.core.memory import (
     RetainRequest,
     RetainResult,
 )
+from cogsub.core.text_blocks import TEXT_BLOCKS, TextBlockKind
 from cogsub.sdk._errors import error_for
 
 M = TypeVar("M", bound=BaseModel)
@@ -39,83 +42,18 @@ DEFAULT_TIMEOUT_S = 30.0
 USER_AGENT = "cogsub-sdk/0.1"
 ACTOR_HEADER = "X-Cogsub-Actor"
 JSON_LINES = "application/x-ndjson"
-TextBlockKind = Literal["reasoning", "preference", "correction", "profile"]
 ContextArg = RetainContext | Mapping[str, str | None] | None
 TimeArg = datetime | str | None
 LinesArg = str | bytes | Iterable[str | bytes]
 
 _SAFE_ID: TypeAdapter[str] = TypeAdapter(SafeId)
-# Where each typed block is sent; profile is a single resource per bank, hence PUT.
-_TEXT_BLOCK_ROUTES: Mapping[str, tuple[str, str]] = {
-    "reasoning": ("POST", "reasonings"),
-    "preference": ("POST", "preferences"),
-    "correction": ("POST", "corrections"),
-    "profile": ("PUT", "profile"),
-}
 
 
-class FeedbackResult(BaseModel):
-    """How many memories a feedback call updated."""
-
-    model_config = ConfigDict(extra="ignore", frozen=True)
-
-    bank_id: str
-    updated: int
-
-
-class ForgetResult(BaseModel):
-    """What ``forget`` erased: the memory first, then what was derived from its content."""
-
-    model_config = ConfigDict(extra="ignore", frozen=True)
-
-    bank_id: str
-    memory_id: str
-    forgotten: list[str]
-    index_documents: int
-    archive_objects: int
-    audit_key: str
-    resumed: bool = False
-
-
-class ForgetBankResult(BaseModel):
-    """What ``forget_bank`` erased, and where its audit record is."""
-
-    model_config = ConfigDict(extra="ignore", frozen=True)
-
-    bank_id: str
-    index_documents: int
-    memory_objects: int
-    consolidation_objects: int
-    audit_key: str
-    resumed: bool = False
-    complete: bool = True
-
-
-class ImportProblem(BaseModel):
-    """One line an import did not take: a ``conflict`` or an ``invalid`` line."""
-
-    model_config = ConfigDict(extra="ignore", frozen=True)
-
-    line: int
-    key: str | None
-    problem: str
-    reason: str
-
-
-class ImportResult(BaseModel):
-    """What ``import_bank`` wrote, found present, refused; ``complete`` if the file was whole."""
-
-    model_config = ConfigDict(extra="ignore", frozen=True)
-
-    bank_id: str
-    lines: int
-    imported: int
-    present: int
-    conflicts: int
-    invalid: int
-    indexed: int
-    complete: bool
-    problems: list[ImportProblem] = []
+# The SDK's names for the API's answers: the very models the server answers with.
+ForgetResult = ForgetReport
+ForgetBankResult = ForgetBankReport
+ImportResult = ImportReport
+ImportProblem = LineProblem
 
 
 @dataclass(frozen=True)
@@ -280,16 +218,21 @@ class _BaseClient:
         memory_id: str | None,
         wait: bool,
     ) -> Call[RetainResult]:
-        method, resource = _TEXT_BLOCK_ROUTES[kind]
-        path = _bank_path(bank_id, resource)
+        block = TEXT_BLOCKS[kind]
+        path = _bank_path(bank_id, block.resource)
         request = _validated(
             RetainRequest,
-            {"content": text, "fact_type": kind, "tags": list(tags or []), "memory_id": memory_id},
+            {
+                "content": text,
+                "fact_type": block.fact_type,
+                "tags": list(tags or []),
+                "memory_id": memory_id,
+            },
         )
         body: dict[str, Any] = {"text": request.content, "tags": request.tags, "wait": wait}
         if memory_id is not None:
             body["memory_id"] = memory_id
-        return Call(method, path, body, RetainResult)
+        return Call(block.method, path, body, RetainResult)
 
     def _recall_call(
         self,

@@ -10,21 +10,13 @@ with recalled memories (returned / used / helpful).
 from __future__ import annotations
 
 from fastapi import APIRouter
-from pydantic import BaseModel, ConfigDict
 
 from cogsub.api.deps import Bank, Service, State
 from cogsub.api.errors import BANK_ERRORS, BODY_ERRORS, ErrorBody
 from cogsub.core.errors import UnavailableError
-from cogsub.core.memory import ConsolidationReport, FeedbackRequest
+from cogsub.core.memory import ConsolidationReport, FeedbackRequest, FeedbackResult
 
 router = APIRouter(prefix="/v1/banks/{bank_id}", tags=["consolidation"])
-
-
-class FeedbackResult(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
-    bank_id: str
-    updated: int
 
 
 @router.post(

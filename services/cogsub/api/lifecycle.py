@@ -20,7 +20,7 @@ from cogsub.api.auth import checked_memory_id
 from cogsub.api.deps import Actor, Bank, LifecycleDep, MemoryId
 from cogsub.api.errors import BANK_ERRORS, ErrorBody
 from cogsub.core.errors import FieldProblem, InvalidInputError
-from cogsub.lifecycle import ForgetBankReport, ForgetReport, ImportReport
+from cogsub.core.lifecycle import ForgetBankReport, ForgetReport, ImportReport
 
 JSON_LINES = "application/x-ndjson"
 

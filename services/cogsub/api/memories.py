@@ -2,13 +2,16 @@
 
 ``POST .../memories`` takes a RetainRequest as is. The helpers take only what
 their block needs and store it verbatim: ``.../procedures`` (steps, rationale,
-supersedes), ``.../reasonings``, ``.../preferences``, ``.../corrections``, and
-``PUT .../profile``. A retain answers 201 when the memory is already
-recallable (``wait``), else 202: it is durably accepted and on its way.
+supersedes), and one route per typed text block, built from the table in
+:mod:`cogsub.core.text_blocks`: ``.../reasonings``, ``.../preferences``,
+``.../corrections`` and ``PUT .../profile``. A retain answers 201 when the
+memory is already recallable (``wait``), else 202: it is durably accepted and
+on its way.
 """
 
 from __future__ import annotations
 
+import re
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Response
@@ -35,6 +38,7 @@ from cogsub.core.memory import (
     RetainResult,
     procedure_text,
 )
+from cogsub.core.text_blocks import TEXT_BLOCKS, TextBlock
 from cogsub.recall import MemoryService
 
 Step = Annotated[str, Field(min_length=1, max_length=2_000)]
@@ -135,56 +139,32 @@ async def retain_procedure(
     return await _retained(service, bank_id, request, response)
 
 
-@router.post(
-    "/reasonings",
-    status_code=201,
-    operation_id="retainReasoning",
-    summary="Keep why a decision was made",
-    responses=RETAIN_RESPONSES,
-)
-async def retain_reasoning(
-    bank_id: Bank, service: Service, body: TextBlockBody, response: Response
-) -> RetainResult:
-    return await _retained(service, bank_id, _block(FactType.REASONING, body), response)
+def _add_text_block_route(block: TextBlock) -> None:
+    """The route of one typed text block, as the table in ``cogsub.core.text_blocks`` says."""
+
+    async def retain_block(
+        bank_id: Bank, service: Service, body: TextBlockBody, response: Response
+    ) -> RetainResult:
+        return await _retained(service, bank_id, _block(block.fact_type, body), response)
+
+    router.add_api_route(
+        f"/{block.resource}",
+        retain_block,
+        methods=[block.method],
+        status_code=201,
+        operation_id=block.operation_id,
+        name=_snake_case(block.operation_id),
+        summary=block.summary,
+        responses=RETAIN_RESPONSES,
+    )
 
 
-@router.post(
-    "/preferences",
-    status_code=201,
-    operation_id="retainPreference",
-    summary="Keep a conditional rule for how the user wants things",
-    responses=RETAIN_RESPONSES,
-)
-async def retain_preference(
-    bank_id: Bank, service: Service, body: TextBlockBody, response: Response
-) -> RetainResult:
-    return await _retained(service, bank_id, _block(FactType.PREFERENCE, body), response)
+def _snake_case(operation_id: str) -> str:
+    return re.sub(r"(?<!^)(?=[A-Z])", "_", operation_id).lower()
 
 
-@router.post(
-    "/corrections",
-    status_code=201,
-    operation_id="retainCorrection",
-    summary='Keep a raw "no, do it this way"',
-    responses=RETAIN_RESPONSES,
-)
-async def retain_correction(
-    bank_id: Bank, service: Service, body: TextBlockBody, response: Response
-) -> RetainResult:
-    return await _retained(service, bank_id, _block(FactType.CORRECTION, body), response)
-
-
-@router.put(
-    "/profile",
-    status_code=201,
-    operation_id="updateProfile",
-    summary="Record the user's tools, access and normal patterns",
-    responses=RETAIN_RESPONSES,
-)
-async def update_profile(
-    bank_id: Bank, service: Service, body: TextBlockBody, response: Response
-) -> RetainResult:
-    return await _retained(service, bank_id, _block(FactType.PROFILE, body), response)
+for _text_block in TEXT_BLOCKS.values():
+    _add_text_block_route(_text_block)
 
 
 @router.get(

@@ -30,6 +30,8 @@ from cogsub.core.documents import IndexDocument, index_document_for
 from cogsub.core.errors import FieldProblem, InvalidInputError
 from cogsub.core.events import ArchivedEvent, SafeId, problems_from
 from cogsub.core.keys import EVENTS_PREFIX, legacy_object_key_for, object_key_for
+from cogsub.core.lifecycle import ImportReport as ImportReport
+from cogsub.core.lifecycle import LineProblem as LineProblem
 from cogsub.lifecycle.provenance import bank_prefix
 from cogsub.lifecycle.records import is_audit_record_key
 
@@ -72,29 +74,6 @@ class ExportTrailer(_Line):
     memories: int = Field(ge=0)
     records: int = Field(ge=0)
     skipped: int = Field(default=0, ge=0)
-
-
-class LineProblem(_Line):
-    """One import line that was not taken, and why."""
-
-    line: int
-    key: str | None
-    problem: Literal["conflict", "invalid"]
-    reason: str
-
-
-class ImportReport(_Line):
-    """What an import did, line by line summed up; ``problems`` lists the first few."""
-
-    bank_id: str
-    lines: int = Field(description="object lines read (header and trailer not counted)")
-    imported: int = Field(description="objects written")
-    present: int = Field(description="objects already there, identical")
-    conflicts: int = Field(description="objects there with other content, left as they were")
-    invalid: int = Field(description="lines that are not a valid object of this bank")
-    indexed: int = Field(description="memories made recallable")
-    complete: bool = Field(description="the trailer was read and its line count matches")
-    problems: list[LineProblem] = Field(default_factory=list)
 
 
 def _dumps(value: object) -> bytes:

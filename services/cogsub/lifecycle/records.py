@@ -5,6 +5,7 @@ asked, what was erased (memory ids and counts), when — never a memory's text.
 While a forget runs, its plan waits at ``audit/{bank}/pending/{stamp}-{uuid}.json``
 so an interrupted run can be completed by the next call; the plan is erased once
 the audit record is written. Both are written once and never overwritten.
+The reports a forget answers with are the API's, in :mod:`cogsub.core.lifecycle`.
 """
 
 from __future__ import annotations
@@ -18,6 +19,8 @@ from pydantic import BaseModel, ConfigDict, Field
 from pydantic.alias_generators import to_camel
 
 from cogsub.core.events import format_timestamp
+from cogsub.core.lifecycle import ForgetBankReport as ForgetBankReport
+from cogsub.core.lifecycle import ForgetReport as ForgetReport
 
 AUDIT_PREFIX = "audit/"
 PENDING_FOLDER = "pending/"
@@ -114,34 +117,6 @@ class AuditRecord(_Stored):
     requested_at: str
     completed_at: str
     resumed: bool = False
-
-
-class _Report(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
-
-class ForgetReport(_Report):
-    """What ``forget`` erased: the memory and everything derived from its content."""
-
-    bank_id: str
-    memory_id: str
-    forgotten: list[str] = Field(description="the memory id first, then what was derived from it")
-    index_documents: int = Field(description="index documents deleted by this call")
-    archive_objects: int = Field(description="archive objects erased (memories and bookkeeping)")
-    audit_key: str
-    resumed: bool = Field(default=False, description="an interrupted forget was completed")
-
-
-class ForgetBankReport(_Report):
-    """What ``forget_bank`` erased so far (also passed to progress callbacks)."""
-
-    bank_id: str
-    index_documents: int = 0
-    memory_objects: int = 0
-    consolidation_objects: int = 0
-    audit_key: str
-    resumed: bool = False
-    complete: bool = False
 
 
 def plan_for_bank(bank_id: str, *, actor: str, now: datetime, scan_archive: bool) -> ForgetPlan:
