@@ -10,7 +10,7 @@ DISTRIBUTED_STAMP := $(VENV)/.distributed-stamp
 DEV_STAMP := $(VENV)/.dev-stamp
 BACKEND ?= embedded
 
-.PHONY: setup setup-distributed setup-dev run demo test test-fast test-all lint module-sizes typecheck format bench-ingest bench-recall bench-adapters bench-round-read bench-decay bench-extraction bench-index-writes bench-consolidation bench-soak faults experiments clean up down
+.PHONY: setup setup-distributed setup-dev run demo test test-fast test-all lint module-sizes typecheck format bench-ingest bench-recall bench-text-engines bench-adapters bench-round-read bench-decay bench-extraction bench-index-writes bench-consolidation bench-soak faults experiments clean up down
 
 setup: $(STAMP)
 
@@ -81,8 +81,16 @@ up:
 down:
 	docker compose down
 
+# RECALL_ARGS: e.g. --locomo, or --size 1000000 --banks 100 (issue 32's stores).
+RECALL_ARGS ?=
 bench-recall: setup-dev
-	$(BIN)/python -m benchmarks.recall
+	mkdir -p .bench
+	$(BIN)/python -m benchmarks.recall --workdir .bench $(RECALL_ARGS)
+
+# SQLite FTS5 against tantivy on the same English corpus and queries, 100k and 1M documents.
+bench-text-engines: setup-dev
+	mkdir -p .bench
+	$(BIN)/python -m benchmarks.text_engines --workdir .bench
 
 # A few minutes of producers at 80 % of the calibrated maximum with recall alongside.
 bench-soak: setup-dev
