@@ -127,6 +127,10 @@ class ScoreBreakdown(BoundaryModel):
     resolution: str | None = Field(
         default=None, description="why this memory won over the ones it supersedes"
     )
+    rerank: float | None = Field(
+        default=None,
+        description="the reranker's score in [0, 1], weighted by weights.rerank (else null)",
+    )
 
 
 class MemoryHit(BoundaryModel):

@@ -70,6 +70,7 @@ from cogsub.recall.ranking import (
     rank,
 )
 from cogsub.recall.retain import ProcedureLineage, event_for, new_memory_id, same_content_key
+from cogsub.rerank import Blended, Reranking
 from cogsub.telemetry.metrics import Metrics
 from cogsub.telemetry.tracing import headers_with_context, tracer
 
@@ -132,6 +133,7 @@ class MemoryService:
         clock: Callable[[], datetime] = lambda: datetime.now(UTC),
         metrics: Metrics | None = None,
         rejections: RejectionLookup | None = None,
+        reranking: Reranking | None = None,
     ) -> None:
         self._metrics = metrics
         self._rejections = rejections  # dead letters seen lately: a wait ends on its own
@@ -146,6 +148,7 @@ class MemoryService:
         self._clock = clock
         self._novelty = SessionNovelty()
         self._feedback = RetrievalFeedback(index)
+        self._reranking = reranking  # None: the ranking is the order, no call made
 
     async def retain(self, bank_id: str, request: RetainRequest) -> RetainResult:
         """Publish the memory durably; with ``wait`` return once recall can find it."""
@@ -304,6 +307,7 @@ class MemoryService:
         if not request.all_versions:
             ranked = [s for s in ranked if not is_superseded(s.candidate.document)]
             ranked = newest_versions(ranked, await self._newest(bank_id, ranked, vector))
+        ranked = await self._reranked(request.query, ranked)
         results, used = await self._fill(bank_id, ranked, request)
         self._novelty.shown(bank_id, request.session_id, [r.id for r in results])
         if request.reinforce:
@@ -351,6 +355,22 @@ class MemoryService:
                 if found is not None:
                     newest[pid] = max(newest.get(pid, 0), found[1])
         return newest
+
+    async def _reranked(self, query: str, ranked: list[Scored]) -> list[Scored]:
+        """The head of the ranking blended with the reranker's scores, when one is set.
+
+        The reranker reads the indexed summary: the archive stays off recall's path.
+        """
+        if self._reranking is None:
+            return ranked
+        head = ranked[: self._reranking.max_candidates]
+        order = await self._reranking.blended(
+            query, [s.final for s in ranked], [s.candidate.document.summary for s in head]
+        )
+        if order is None:
+            return ranked
+        weight = self._reranking.weight
+        return [_with_rerank(ranked[b.position], b, weight) for b in order]
 
     async def _fill(
         self, bank_id: str, ranked: Sequence[Scored], request: RecallRequest
@@ -469,6 +489,15 @@ def _kept_alike(doc: IndexDocument, request: RetainRequest) -> bool:
 
 def _as_dict(value: object) -> dict[str, object]:
     return value if isinstance(value, dict) else {}
+
+
+def _with_rerank(item: Scored, blended: Blended, weight: float) -> Scored:
+    """``item`` rescored by the blend, its breakdown still summing to ``final``."""
+    weights = {name: (1.0 - weight) * w for name, w in item.weights.items()}
+    signals = dict(item.signals)
+    if blended.rerank is not None:
+        weights["rerank"], signals["rerank"] = weight, blended.rerank
+    return Scored(item.candidate, signals, weights, blended.final)
 
 
 def _hit(item: Scored, event: ArchivedEvent) -> MemoryHit:

@@ -90,6 +90,26 @@ class RankingSettings(BaseModel):
     )
 
 
+class RerankerSettings(BaseModel):
+    """An optional cross-encoder behind a ``/rerank`` endpoint (docs/ranking.md, Reranking)."""
+
+    kind: Literal["none", "http"] = "none"
+    url: str = Field(default="http://127.0.0.1:8080/rerank", description="the full endpoint URL")
+    api: Literal["tei", "cohere"] = Field(
+        default="tei", description="request shape: TEI, or Cohere / Jina (which need a model)"
+    )
+    model: str = ""
+    api_key: SecretStr | None = Field(default=None, repr=False)
+    timeout_s: float = Field(
+        default=1.0, gt=0, le=30, description="a recall waits at most this long, retries included"
+    )
+    max_retries: int = Field(default=1, ge=0, le=5)
+    max_candidates: int = Field(default=50, ge=1, le=1_000, description="best candidates sent")
+    weight: float = Field(
+        default=0.5, ge=0, le=1, description="w of (1 - w) · final + w · rerank score"
+    )
+
+
 class ConsolidationSettings(BaseModel):
     """Extraction and consolidation rounds (Stage 3) and decay (Stage 9)."""
 
@@ -206,6 +226,7 @@ class Settings(BaseSettings):
     ingestion: IngestionSettings = Field(default_factory=IngestionSettings)
     consolidation: ConsolidationSettings = Field(default_factory=ConsolidationSettings)
     ranking: RankingSettings = Field(default_factory=RankingSettings)
+    reranker: RerankerSettings = Field(default_factory=RerankerSettings)
     api: ApiSettings = Field(default_factory=ApiSettings)
     metrics: MetricsSettings = Field(default_factory=MetricsSettings)
     heap_trim_s: float = Field(

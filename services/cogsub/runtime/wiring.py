@@ -26,6 +26,7 @@ from cogsub.runtime.settings import (
     ConsolidationSettings,
     EmbedderSettings,
     IngestionSettings,
+    RerankerSettings,
     Settings,
 )
 from cogsub.telemetry.lag import LagSampler, LagTarget
@@ -40,6 +41,7 @@ if TYPE_CHECKING:  # the API, worker and service load only in the processes that
     from cogsub.extraction.ports import FactExtractor
     from cogsub.ingestion import BatchOutcome, IngestionWorker
     from cogsub.recall import MemoryService
+    from cogsub.rerank import Reranking
 
 
 @dataclass
@@ -90,6 +92,29 @@ def build_embedder(settings: EmbedderSettings) -> Embedder:
         model=settings.openai_model,
         api_key=key,
         dimension=settings.openai_dimension,
+    )
+
+
+def build_reranking(settings: RerankerSettings) -> Reranking | None:
+    """Recall's reranking step, or None when no reranker is configured (no work at all)."""
+    if settings.kind == "none":
+        return None
+    from cogsub.rerank import HttpReranker, Reranking
+
+    key = settings.api_key.get_secret_value() if settings.api_key else None
+    reranker = HttpReranker(
+        settings.url,
+        model=settings.model,
+        api_key=key,
+        api=settings.api,
+        timeout_s=settings.timeout_s,
+        max_retries=settings.max_retries,
+    )
+    return Reranking(
+        reranker,
+        weight=settings.weight,
+        max_candidates=settings.max_candidates,
+        deadline_s=settings.timeout_s,
     )
 
 
@@ -607,6 +632,7 @@ async def running_api(
     worker_task: asyncio.Task[None] | None = None
     consolidation_task: asyncio.Task[None] | None = None
     service: MemoryService | None = None
+    reranking: Reranking | None = None
     consolidation: Consolidation | None = None
     watching: asyncio.Task[None] | None = None
     try:
@@ -634,6 +660,7 @@ async def running_api(
         from cogsub.deadletters.watch import watched_rejections
 
         rejections, watching = await watched_rejections(stack.bus, stop)
+        reranking = build_reranking(settings.reranker)
         service = MemoryService(
             bus=stack.bus,
             archive=stack.archive,
@@ -642,6 +669,7 @@ async def running_api(
             policy=policy,
             metrics=metrics,
             rejections=rejections,
+            reranking=reranking,
         )
         app = build_app(stack, service, keys, consolidation)
         async with observed(stack, consumed, endpoint=False):
@@ -652,6 +680,8 @@ async def running_api(
         finally:
             if service is not None:
                 await service.drain()
+            if reranking is not None:
+                await reranking.close()
             if consolidation is not None:
                 await consolidation.aclose()
             await stack.aclose()
