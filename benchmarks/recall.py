@@ -170,7 +170,8 @@ async def fill(
     done = 0
     for batch in _batches(store.memories):
         embedded = await vectors([m.text for m in batch])
-        docs, puts = [], []
+        docs: list[IndexDocument] = []
+        puts: list[tuple[str, bytes]] = []
         for memory, vector in zip(batch, embedded, strict=True):
             document, event = _stored(memory, vector, done + len(docs))
             docs.append(document)
@@ -296,13 +297,17 @@ async def bench_store(store: Store, minilm: MiniLMEmbedder, workdir: Path | None
         index = SqliteMemoryIndex(Path(tmp) / "index.sqlite3")
         archive = FilesystemArchive(Path(tmp) / "archive")
         await fill(index, archive, store, own.embed)
-        common = {"bus": MemoryEventBus(), "archive": archive, "index": index}
+        bus = MemoryEventBus()
         timed_own, timed_minilm = TimedEmbedder(own), TimedEmbedder(minilm)
         _, excluded = await time_recalls(
-            MemoryService(**common, embedder=timed_own), timed_own, store.asks
+            MemoryService(bus=bus, archive=archive, index=index, embedder=timed_own),
+            timed_own,
+            store.asks,
         )
         walls, _ = await time_recalls(
-            MemoryService(**common, embedder=timed_minilm), timed_minilm, store.asks
+            MemoryService(bus=bus, archive=archive, index=index, embedder=timed_minilm),
+            timed_minilm,
+            store.asks,
         )
         embed_p50 = await embedding_p50(minilm, store.asks)
         after = rss_mib()

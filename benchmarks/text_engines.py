@@ -205,7 +205,8 @@ def build_tantivy(folder: Path, texts: Sequence[str], banks: int, threads: int) 
             [(tantivy.Occur.Must, matched), (tantivy.Occur.Must, in_bank)]
         )
         found = searcher.search(both, TOP, count=False).hits
-        return list(searcher.fast_field_values("number", [address for _, address in found]))
+        numbers = searcher.fast_field_values("number", [address for _, address in found])
+        return [int(number) for number in numbers if number is not None]
 
     _warm(search, texts, banks)
     size = disk_mib(folder)
