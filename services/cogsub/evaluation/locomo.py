@@ -13,6 +13,13 @@ category is asked three ways against the same index:
 
 A question scores ``recall_any@k`` when one of its evidence turns is in the top
 k, and ``recall_all@k`` when all of them are.
+
+With ``folds`` the report also scores each conversation on its own, as the
+held-out fold of leave-one-conversation-out, and the spread of each rate across
+folds. With several candidate policies, every conversation is asked with each
+(one ingestion, one index) and each fold is scored with the candidate that did
+best on the other conversations (:mod:`cogsub.evaluation.folds`); the overall
+rates are then those of the held-out folds.
 """
 
 from __future__ import annotations
@@ -21,7 +28,7 @@ import asyncio
 import tempfile
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any
 
@@ -30,6 +37,7 @@ from rich.progress import Progress, TaskID
 from cogsub.core.errors import UnavailableError
 from cogsub.core.memory import RecallRequest, RetainContext, RetainRequest
 from cogsub.embeddings.ports import Embedder
+from cogsub.evaluation.folds import Answered, choose, spread
 from cogsub.evaluation.locomo_data import (
     ADVERSARIAL_CATEGORY,
     Conversation,
@@ -59,6 +67,12 @@ class LocomoOptions:
     limit_conversations: int | None = None
     captions: bool = True
     policy: RankingPolicy | None = None
+    folds: bool = False
+    #: Policies to choose among per fold (on the other conversations); ``policy`` when empty.
+    candidates: tuple[RankingPolicy, ...] = ()
+
+    def policies(self) -> tuple[RankingPolicy, ...]:
+        return self.candidates or (self.policy or RankingPolicy(),)
 
 
 @dataclass
@@ -89,15 +103,17 @@ async def evaluate_locomo(
     options = options or LocomoOptions()
     ks = tuple(sorted(set(options.ks)))
     conversations = load_locomo(path)[: options.limit_conversations]
-    board = Scoreboard(ks)
     timings = _Timings([], [])
+    runs: dict[str, list[list[Answered]]] = {}
     skipped = 0
     with tempfile.TemporaryDirectory(prefix="cogsub-locomo-", dir=work_dir) as root:
-        for conversation in conversations:
-            stack_dir = Path(root) / safe_id(conversation.sample_id)
-            skipped += await _evaluate_one(
-                conversation, stack_dir, embedder, options, ks, board, timings, progress
+        for number, conversation in enumerate(conversations):
+            stack_dir = Path(root) / safe_id(f"{number}-{conversation.sample_id}")
+            answered, skips = await _evaluate_one(
+                conversation, stack_dir, embedder, options, ks, timings, progress
             )
+            runs[_fold_name(runs, conversation.sample_id)] = answered
+            skipped += skips
     report: dict[str, Any] = {
         "dataset": Path(path).name,
         "conversations": len(conversations),
@@ -105,7 +121,12 @@ async def evaluate_locomo(
         "embedder": embedder.name,
         "k": list(ks),
     }
-    report.update(board.report())
+    folds = _held_out(runs, ks)
+    overall = Scoreboard(ks)
+    for _, _, held_out in folds:
+        for item in held_out:
+            item.record(overall)
+    report.update(overall.report())
     report["skipped_questions"] = skipped
     report["latency_ms"] = {
         "recall_p50": round(percentile(timings.recall_ms, 0.50), 2),
@@ -113,7 +134,56 @@ async def evaluate_locomo(
         "query_embed_p50": round(percentile(timings.embed_ms, 0.50), 2),
     }
     report["ingest_s"] = round(timings.ingest_s, 2)
+    if len(options.policies()) > 1:
+        report["candidates"] = [_overrides(policy) for policy in options.policies()]
+    if options.folds:
+        report.update(_folds_report(folds, ks))
     return report
+
+
+def _fold_name(runs: dict[str, list[list[Answered]]], sample_id: str) -> str:
+    """``sample_id``, made unique when a file repeats one."""
+    name, copy = sample_id, 1
+    while name in runs:
+        copy += 1
+        name = f"{sample_id}#{copy}"
+    return name
+
+
+def _held_out(
+    runs: dict[str, list[list[Answered]]], ks: tuple[int, ...]
+) -> list[tuple[str, int, list[Answered]]]:
+    """(conversation, candidate chosen on the others, what that candidate answered there)."""
+    chosen = [(name, choose(runs, name, max(ks))) for name in runs]
+    return [(name, c, runs[name][c]) for name, c in chosen]
+
+
+def _folds_report(
+    folds: list[tuple[str, int, list[Answered]]], ks: tuple[int, ...]
+) -> dict[str, Any]:
+    """Each held-out conversation's rates (overall and per category) and their spread."""
+    reports = []
+    for name, candidate, answered in folds:
+        board = Scoreboard(ks)
+        for item in answered:
+            item.record(board)
+        fold: dict[str, Any] = {"held_out": name, "candidate": candidate}
+        reports.append(fold | board.report())
+    rates = [f"recall_{kind}@{k}" for k in ks for kind in ("any", "all")]
+    return {
+        "folds": reports,
+        "spread": {rate: spread([fold[rate] for fold in reports]) for rate in rates},
+    }
+
+
+def _overrides(policy: RankingPolicy) -> dict[str, object]:
+    """The fields of ``policy`` that differ from the default policy."""
+    default = RankingPolicy()
+    return {
+        f.name: getattr(policy, f.name)
+        for f in fields(policy)
+        if getattr(policy, f.name) != getattr(default, f.name)
+    }
 
 
 async def _evaluate_one(
@@ -122,11 +192,13 @@ async def _evaluate_one(
     embedder: Embedder,
     options: LocomoOptions,
     ks: tuple[int, ...],
-    board: Scoreboard,
     timings: _Timings,
     progress: Progress | None,
-) -> int:
-    """Retain one conversation into a fresh stack and score its questions; returns skips."""
+) -> tuple[list[list[Answered]], int]:
+    """Retain one conversation into a fresh stack and ask its questions with every candidate.
+
+    Returns what each candidate answered, and how many questions were skipped.
+    """
     settings = Settings(backend="embedded", data_dir=stack_dir)
     settings.data_dir.mkdir(parents=True, exist_ok=True)
     bus, (archive, _), index = build_bus(settings), build_archive(settings), build_index(settings)
@@ -138,9 +210,11 @@ async def _evaluate_one(
     )
     stop = asyncio.Event()
     running: asyncio.Task[None] | None = None
-    service = MemoryService(
-        bus=bus, archive=archive, index=index, embedder=embedder, policy=options.policy
-    )
+    services = [
+        MemoryService(bus=bus, archive=archive, index=index, embedder=embedder, policy=policy)
+        for policy in options.policies()
+    ]
+    service = services[0]
     try:
         await worker.prepare()
         running = asyncio.create_task(worker.run(stop, on_batch=ingested.record))
@@ -149,13 +223,14 @@ async def _evaluate_one(
         await _until_indexed(ingested, index, bank_id, progress, conversation.sample_id)
         timings.ingest_s += time.perf_counter() - began
         return await _ask_all(
-            service, index, embedder, bank_id, conversation, turns, ks, board, timings, progress
+            services, index, embedder, bank_id, conversation, turns, ks, timings, progress
         )
     finally:
         stop.set()
         if running is not None:
             await running
-        await service.drain()
+        for each in services:
+            await each.drain()
         await index.close()
         await archive.close()
         await bus.close()
@@ -225,48 +300,54 @@ async def _until_indexed(
 
 
 async def _ask_all(
-    service: MemoryService,
+    services: Sequence[MemoryService],
     index: MemoryIndex,
     embedder: Embedder,
     bank_id: str,
     conversation: Conversation,
     turns: dict[str, Turn],
     ks: tuple[int, ...],
-    board: Scoreboard,
     timings: _Timings,
     progress: Progress | None,
-) -> int:
+) -> tuple[list[list[Answered]], int]:
     known = {turn.dia_id for turn in conversation.turns}
     asked = [q for q in conversation.questions if q.category != ADVERSARIAL_CATEGORY]
     task = _task(progress, f"ask {conversation.sample_id}", len(asked))
     filters = SearchFilters(bank_id=bank_id)
     size = max(ks)
+    answered: list[list[Answered]] = [[] for _ in services]
     skipped = 0
 
-    def dia_ids(memory_ids: Sequence[str]) -> list[str]:
-        return [turns[m].dia_id for m in memory_ids if m in turns]
+    def dia_ids(memory_ids: Sequence[str]) -> tuple[str, ...]:
+        return tuple(turns[m].dia_id for m in memory_ids if m in turns)
 
     for question in asked:
         _advance(progress, task, 1)
-        evidence = [e for e in question.evidence if e in known]
+        evidence = tuple(e for e in question.evidence if e in known)
         if not evidence:
             skipped += 1  # no turn of this conversation answers it: nothing to find
             continue
         began = time.perf_counter()
         (vector,) = await embedder.embed([question.question])
-        embedded = time.perf_counter()
-        response = await service.recall(
-            bank_id, RecallRequest(query=question.question, k=size, reinforce=False)
-        )
-        timings.embed_ms.append((embedded - began) * 1000)
-        timings.recall_ms.append((time.perf_counter() - embedded) * 1000)
+        timings.embed_ms.append((time.perf_counter() - began) * 1000)
         text_hits = await index.search_text(question.question, filters, size=size)
         vector_hits = await index.search_vector(vector, filters, size=size)
-        category = str(question.category)
-        board.add("pipeline", category, dia_ids([r.id for r in response.results]), evidence)
-        board.add("bm25", category, dia_ids([h.document.event_id for h in text_hits]), evidence)
-        board.add("vector", category, dia_ids([h.document.event_id for h in vector_hits]), evidence)
-    return skipped
+        bm25 = dia_ids([h.document.event_id for h in text_hits])
+        cosine = dia_ids([h.document.event_id for h in vector_hits])
+        for service, into in zip(services, answered, strict=True):
+            ranked = await _timed_recall(service, bank_id, question.question, size, timings)
+            into.append(Answered(str(question.category), evidence, dia_ids(ranked), bm25, cosine))
+    return answered, skipped
+
+
+async def _timed_recall(
+    service: MemoryService, bank_id: str, query: str, size: int, timings: _Timings
+) -> list[str]:
+    """The memory ids recall returns (the question's own embedding is cached by then)."""
+    began = time.perf_counter()
+    response = await service.recall(bank_id, RecallRequest(query=query, k=size, reinforce=False))
+    timings.recall_ms.append((time.perf_counter() - began) * 1000)
+    return [r.id for r in response.results]
 
 
 def _task(progress: Progress | None, description: str, total: int) -> TaskID | None:
