@@ -33,11 +33,13 @@ from cogsub.bulk import update_all
 from cogsub.core import ConfigurationError, FactType, IndexDocument, NotFoundError
 from cogsub.core.errors import InvalidInputError
 from cogsub.index.ports import (
+    Candidates,
     DecayedPage,
     DecayStep,
     DocumentPatch,
     Hit,
     MemoryIndex,
+    NeighbourWindow,
     SearchFilters,
 )
 
@@ -846,6 +848,156 @@ class MemoryIndexContract:
         await index.upsert([loose])
         assert await index.neighbours(SearchFilters(bank_id=bank), [loose], each_side=3) == []
         assert await index.neighbours(SearchFilters(bank_id=bank), [], each_side=3) == []
+
+    # --- recall's one trip ------------------------------------------------------------------
+
+    def vector_pool(self, size: int) -> int:
+        """``size``, or 0 where the backend cannot run k-NN (its text half is still checked)."""
+        return size if self.supports_vector_search else 0
+
+    async def recall_conversation(self, index: MemoryIndex, bank: str) -> list[IndexDocument]:
+        """``conversation`` with a kiwi in two turns and vectors of every angle to the axis."""
+        turns = await self.conversation(index, bank)
+        said = {2: "kiwi and melon", 6: "a kiwi tree", 0: "melon"}
+        changed = [
+            turn.model_copy(
+                update={
+                    "summary": said.get(i, turn.summary),
+                    "embedding": angled_vector(1.0 - i / 10, self.dimension),
+                }
+            )
+            for i, turn in enumerate(turns)
+        ]
+        await index.upsert(changed)
+        return changed
+
+    async def assert_candidates_are_the_separate_calls(
+        self,
+        index: MemoryIndex,
+        found: Candidates,
+        filters: SearchFilters,
+        pools: tuple[int, int],
+        window: NeighbourWindow,
+    ) -> None:
+        text = await index.search_text("kiwi melon", filters, size=pools[0])
+        vector = await index.search_vector(axis(self.dimension), filters, size=pools[1])
+        top = window.anchors_each
+        anchors = {h.document.event_id: h.document for h in (*text[:top], *vector[:top])}
+        near = await index.neighbours(
+            filters,
+            list(anchors.values()),
+            each_side=window.each_side,
+            within_s=window.within_s,
+            exclude=set(ids(text)) | set(ids(vector)),
+        )
+        assert ids(found.text) == ids(text)
+        assert [h.score for h in found.text] == pytest.approx([h.score for h in text], rel=1e-6)
+        assert ids(found.vector) == ids(vector)
+        assert [h.score for h in found.vector] == pytest.approx([h.score for h in vector], abs=1e-6)
+        assert [d.event_id for d in found.neighbours] == [d.event_id for d in near]
+        expected = [*(h.document for h in (*text, *vector)), *near]
+        returned = [*(h.document for h in (*found.text, *found.vector)), *found.neighbours]
+        for doc, want in zip(returned, expected, strict=True):
+            assert doc.embedding == []  # its vector is a row of the matrix instead
+            assert doc == want.model_copy(update={"embedding": []})
+            row = found.embeddings.rows_of([want.event_id])
+            assert row is not None
+            assert row[0].tolist() == pytest.approx(want.embedding, abs=1e-6)
+        assert found.embeddings.matrix.dtype == np.float32
+
+    async def test_recall_candidates_equal_the_separate_calls(
+        self, index: MemoryIndex, bank: str
+    ) -> None:
+        await self.recall_conversation(index, bank)
+        window = NeighbourWindow(anchors_each=1, each_side=1)
+        for filters in (
+            SearchFilters(bank_id=bank),
+            SearchFilters(bank_id=bank, fact_types=frozenset({FactType.WORLD})),
+            SearchFilters(bank_id=bank, until=BASE_TIME + timedelta(seconds=6)),
+        ):
+            pools = (5, self.vector_pool(3))
+            found = await index.recall_candidates(
+                "kiwi melon",
+                axis(self.dimension),
+                filters,
+                text_pool=pools[0],
+                vector_pool=pools[1],
+                neighbours=window,
+            )
+            assert found.text, "the text half found nothing to compare"
+            assert found.neighbours, "no neighbour came back to compare"
+            await self.assert_candidates_are_the_separate_calls(
+                index, found, filters, pools, window
+            )
+
+    async def test_recall_candidates_without_a_window_read_no_neighbours(
+        self, index: MemoryIndex, bank: str, other_bank: str
+    ) -> None:
+        await self.recall_conversation(index, bank)
+        found = await index.recall_candidates(
+            "kiwi", axis(self.dimension), SearchFilters(bank_id=bank), text_pool=5, vector_pool=0
+        )
+        assert sorted(ids(found.text)) == [f"{bank}-t2", f"{bank}-t6"]
+        assert found.vector == [] and found.neighbours == [] and found.newest_versions == {}
+        assert len(found.embeddings.rows) == 2
+        nothing = await index.recall_candidates(
+            "kiwi",
+            axis(self.dimension),
+            SearchFilters(bank_id=bank, tags_any=frozenset()),
+            text_pool=5,
+            vector_pool=self.vector_pool(5),
+        )
+        assert nothing.text == [] and nothing.vector == [] and nothing.embeddings.rows == {}
+        elsewhere = await index.recall_candidates(
+            "kiwi",
+            axis(self.dimension),
+            SearchFilters(bank_id=other_bank),
+            text_pool=5,
+            vector_pool=self.vector_pool(5),
+            neighbours=NeighbourWindow(anchors_each=3, each_side=3),
+        )
+        assert elsewhere.text == [] and elsewhere.vector == [] and elsewhere.neighbours == []
+
+    async def test_recall_candidates_name_the_newest_version_of_each_procedure_found(
+        self, index: MemoryIndex, bank: str, other_bank: str
+    ) -> None:
+        def procedure(name: str, pid: str, version: int, summary: str) -> IndexDocument:
+            tags = [f"procedure:{pid}", f"version:{version}"]
+            return self.doc(bank, name, summary=summary, tags=tags, fact_type=FactType.PROCEDURE)
+
+        await index.upsert(
+            [
+                procedure("d1", "deploy", 1, "deploy with kiwi"),
+                procedure("d2", "deploy", 2, "ship it"),
+                procedure("d3", "deploy", 3, "ship it again"),
+                procedure("b1", "backup", 4, "backup with kiwi"),
+                procedure("r1", "restore", 9, "restore quietly"),
+                self.doc(bank, "plain", summary="kiwi salad", fact_type=FactType.WORLD),
+                # Another bank's later version is not this bank's.
+                make_doc(
+                    other_bank,
+                    "d9",
+                    dimension=self.dimension,
+                    tags=["procedure:deploy", "version:9"],
+                ),
+            ]
+        )
+        # Versions are looked up over the whole bank: not only among the world facts asked for.
+        for types in (None, frozenset({FactType.PROCEDURE}), frozenset({FactType.WORLD})):
+            found = await index.recall_candidates(
+                "kiwi",
+                axis(self.dimension),
+                SearchFilters(bank_id=bank, fact_types=types),
+                text_pool=10,
+                vector_pool=0,
+                procedure_versions=True,
+            )
+            procedures = types is None or FactType.PROCEDURE in types
+            assert found.newest_versions == ({"deploy": 3, "backup": 4} if procedures else {})
+        asked_not = await index.recall_candidates(
+            "kiwi", axis(self.dimension), SearchFilters(bank_id=bank), text_pool=10, vector_pool=0
+        )
+        assert asked_not.newest_versions == {}
 
     async def test_update_changes_only_the_patched_signals(
         self, index: MemoryIndex, bank: str

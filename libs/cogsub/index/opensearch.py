@@ -48,11 +48,14 @@ from cogsub.core.errors import (
     UnavailableError,
 )
 from cogsub.index import opensearch_queries as queries
+from cogsub.index.opensearch_recall import composed_candidates
 from cogsub.index.ports import (
+    Candidates,
     DecayedPage,
     DecayStep,
     DocumentPatch,
     Hit,
+    NeighbourWindow,
     SearchFilters,
     check_decay_page_size,
 )
@@ -495,6 +498,30 @@ class OpenSearchMemoryIndex:
             for found in response["docs"]
             if found.get("found") and found["_source"].get("bank_id") == bank_id
         }
+
+    async def recall_candidates(
+        self,
+        query_text: str,
+        query_vector: Sequence[float],
+        filters: SearchFilters,
+        *,
+        text_pool: int,
+        vector_pool: int,
+        neighbours: NeighbourWindow | None = None,
+        procedure_versions: bool = False,
+    ) -> Candidates:
+        """Recall's reads, composed of this adapter's calls (not yet one request:
+        :mod:`cogsub.index.opensearch_recall` says why)."""
+        return await composed_candidates(
+            self,
+            query_text,
+            query_vector,
+            filters,
+            text_pool=text_pool,
+            vector_pool=vector_pool,
+            neighbours=neighbours,
+            procedure_versions=procedure_versions,
+        )
 
     async def neighbours(
         self,

@@ -50,6 +50,15 @@ Contract every adapter keeps:
   anchor: the turns around a hit, which the searches may not have found.
   Anchors, ids in ``exclude``, repeats and anchors without a session add
   nothing (excluded documents still count towards ``each_side``).
+- ``recall_candidates`` is recall's one trip into the index: the hits of
+  ``search_text`` and ``search_vector`` (same filters, pools of ``text_pool`` and
+  ``vector_pool``), then with a ``NeighbourWindow`` the ``neighbours`` of the
+  best ``anchors_each`` hits of each search (text's first, no repeats),
+  excluding every pooled id, and with ``procedure_versions`` the highest
+  ``version:`` tag of each procedure (``procedure:`` tag) among all those
+  documents, over the whole bank whatever the filters. Its documents carry no
+  embedding (an empty list): their vectors are rows of ``Candidates.embeddings``,
+  one float32 matrix, so that nothing builds a list of floats per document.
 - ``scan`` lists a bank's documents matching the filters in ``event_id``
   order, ``size`` at a time after the cursor ``after`` (exclusive), so a
   background job can walk a large bank in bounded steps.
@@ -66,17 +75,20 @@ Contract every adapter keeps:
 
 from __future__ import annotations
 
-from collections.abc import Collection, Mapping, Sequence
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Protocol
 
+import numpy as np
+import numpy.typing as npt
 from pydantic import ValidationError
 
 from cogsub.core.derived import with_tags
 from cogsub.core.documents import IndexDocument
 from cogsub.core.errors import FieldProblem, InvalidInputError
 from cogsub.core.events import FactType
+from cogsub.core.memory import PROCEDURE_TAG_PREFIX, VERSION_TAG_PREFIX
 
 
 def replay_order(doc: IndexDocument) -> tuple[float, float, str]:
@@ -102,6 +114,75 @@ class Hit:
 
     document: IndexDocument
     score: float
+
+
+@dataclass(frozen=True)
+class NeighbourWindow:
+    """Which turns around recall's best hits join its candidates (see ``neighbours``)."""
+
+    anchors_each: int
+    each_side: int
+    within_s: float | None = None
+
+
+@dataclass(frozen=True)
+class Embeddings:
+    """Document vectors as the rows of one float32 matrix, found by ``event_id``."""
+
+    rows: Mapping[str, int]
+    matrix: npt.NDArray[np.float32]
+
+    @classmethod
+    def of(cls, documents: Sequence[IndexDocument]) -> Embeddings:
+        """The embeddings the documents carry (adapters that read them as lists)."""
+        rows = {doc.event_id: row for row, doc in enumerate(documents)}
+        width = len(documents[0].embedding) if documents else 0
+        matrix = np.asarray([doc.embedding for doc in documents], dtype=np.float32)
+        return cls(rows, matrix.reshape(len(documents), width))
+
+    def rows_of(self, event_ids: Sequence[str]) -> npt.NDArray[np.float32] | None:
+        """The vectors of ``event_ids`` in order, or ``None`` if any is missing."""
+        if any(event_id not in self.rows for event_id in event_ids):
+            return None
+        return self.matrix[[self.rows[event_id] for event_id in event_ids]]
+
+
+@dataclass(frozen=True)
+class Candidates:
+    """What recall reads from the index in one trip (see ``recall_candidates``)."""
+
+    text: list[Hit]
+    vector: list[Hit]
+    neighbours: list[IndexDocument]
+    newest_versions: dict[str, int]
+    embeddings: Embeddings
+
+    @classmethod
+    def empty(cls, dimension: int = 0) -> Candidates:
+        return cls([], [], [], {}, Embeddings({}, np.zeros((0, dimension), dtype=np.float32)))
+
+
+def newest_versions(tag_sets: Iterable[Sequence[str]], wanted: Collection[str]) -> dict[str, int]:
+    """The highest version of each procedure of ``wanted`` among documents' tag sets."""
+    newest: dict[str, int] = {}
+    for tags in tag_sets:
+        found = procedure_of(tags)
+        if found is not None and found[0] in wanted:
+            newest[found[0]] = max(newest.get(found[0], 0), found[1])
+    return newest
+
+
+def procedure_of(tags: Sequence[str]) -> tuple[str, int] | None:
+    """(procedure id, version) of a procedure memory's tags; ``None`` for any other."""
+    pid = version = None
+    for tag in tags:  # one pass: recall asks this of every candidate
+        if pid is None and tag.startswith(PROCEDURE_TAG_PREFIX):
+            pid = tag[len(PROCEDURE_TAG_PREFIX) :]
+        elif version is None and tag.startswith(VERSION_TAG_PREFIX):
+            version = tag[len(VERSION_TAG_PREFIX) :]
+    if pid is None or version is None or not version.isdigit():
+        return None
+    return pid, int(version)
 
 
 @dataclass(frozen=True)
@@ -253,6 +334,20 @@ class MemoryIndex(Protocol):
         exclude: Collection[str] = (),
     ) -> list[IndexDocument]:
         """The documents around each anchor in its session (see the module docstring)."""
+        ...
+
+    async def recall_candidates(
+        self,
+        query_text: str,
+        query_vector: Sequence[float],
+        filters: SearchFilters,
+        *,
+        text_pool: int,
+        vector_pool: int,
+        neighbours: NeighbourWindow | None = None,
+        procedure_versions: bool = False,
+    ) -> Candidates:
+        """Text and vector hits, the turns around them and procedure versions, in one trip."""
         ...
 
     async def scan(

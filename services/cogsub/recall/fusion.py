@@ -25,7 +25,7 @@ import numpy as np
 import numpy.typing as npt
 
 from cogsub.core.documents import IndexDocument
-from cogsub.index.ports import Hit
+from cogsub.index.ports import Embeddings, Hit
 from cogsub.recall.context import Links, neighbour_links
 from cogsub.recall.policy import RRF_K, RankingPolicy
 from cogsub.recall.query import QueryAnalysis, has_time_expression, speaker_of
@@ -91,13 +91,15 @@ def contextual_fuse(
     analysis: QueryAnalysis,
     policy: RankingPolicy,
     neighbours: Sequence[IndexDocument] = (),
+    embeddings: Embeddings | None = None,
 ) -> list[Candidate]:
     """Score-level fusion with conversational context and query cues (module docstring).
 
     ``neighbours`` are documents around the hits (``MemoryIndex.neighbours``)
-    that neither search returned. ``fused`` is in (0, 1], 1 for the best
-    candidate; ``lexical``, ``semantic``, ``context`` and ``boost`` say where it
-    came from. Sorted best first, ties by id.
+    that neither search returned. ``embeddings`` holds the candidates' vectors
+    when their documents come without (``MemoryIndex.recall_candidates``).
+    ``fused`` is in (0, 1], 1 for the best candidate; ``lexical``, ``semantic``,
+    ``context`` and ``boost`` say where it came from. Sorted best first, ties by id.
     """
     candidates = _pooled(text_hits, vector_hits, neighbours)
     if not candidates:
@@ -107,7 +109,8 @@ def contextual_fuse(
     bm25 = np.array([max(0.0, c.bm25_score or 0.0) for c in candidates], dtype=np.float64)
     lexical, context = _lexical(bm25, docs, links, policy)
     engine = [c.cosine for c in candidates]
-    cosine, semantic = _semantic(docs, query_vector, links, policy, engine_scores=engine)
+    vectors = _vectors_of(docs, embeddings)
+    cosine, semantic = _semantic(vectors, query_vector, links, policy, engine_scores=engine)
     boost = _boosts(docs, analysis, policy)
     fused = (policy.lexical_weight * lexical + policy.semantic_weight * semantic) * boost
     best = float(fused.max())
@@ -151,8 +154,22 @@ def _lexical(
     return total / best, context / best
 
 
+def _vectors_of(
+    docs: Sequence[IndexDocument], embeddings: Embeddings | None
+) -> npt.NDArray[np.floating] | None:
+    """The documents' vectors as matrix rows, from ``embeddings`` or from the documents."""
+    if embeddings is not None:
+        rows = embeddings.rows_of([d.event_id for d in docs])
+        if rows is not None:
+            return rows
+    width = len(docs[0].embedding)
+    if width == 0 or any(len(d.embedding) != width for d in docs):
+        return None
+    return np.asarray([d.embedding for d in docs], dtype=np.float64)
+
+
 def _semantic(
-    docs: Sequence[IndexDocument],
+    matrix: npt.NDArray[np.floating] | None,
     query_vector: Sequence[float],
     links: Links,
     policy: RankingPolicy,
@@ -166,14 +183,14 @@ def _semantic(
     """
     query = np.asarray(query_vector, dtype=np.float64)
     dimension = query.shape[0] if query.ndim == 1 else -1
-    if any(len(d.embedding) != dimension for d in docs):
+    if matrix is None or matrix.shape[1] != dimension:
         raw = np.array([s if s is not None else np.nan for s in engine_scores], dtype=np.float64)
         floor = float(np.nanmin(raw)) if not np.isnan(raw).all() else 0.0
         return raw, _median_to_best(np.nan_to_num(raw, nan=floor))
-    vectors = _unit_rows(np.asarray([d.embedding for d in docs], dtype=np.float64))
+    vectors = _unit_rows(matrix.astype(np.float64))
     query = query / (float(np.linalg.norm(query)) or 1.0)
     mixed = vectors.copy()
-    for i in range(len(docs)):
+    for i in range(len(vectors)):
         for j in (links.before[i], links.after[i]):
             if j is not None:
                 mixed[i] += policy.vector_context * vectors[j]

@@ -54,8 +54,10 @@ from cogsub.core.memory import (
     RetainResult,
 )
 from cogsub.core.topics import EXPERIENCE_RAW
+from cogsub.embeddings.cached import CachedEmbedder
 from cogsub.embeddings.ports import Embedder
-from cogsub.index.ports import DocumentPatch, Hit, MemoryIndex, SearchFilters
+from cogsub.index.ports import DocumentPatch, MemoryIndex, NeighbourWindow, SearchFilters
+from cogsub.recall.archived import Archived, ArchivedReads
 from cogsub.recall.feedback import RetrievalFeedback
 from cogsub.recall.policy import RankingPolicy
 from cogsub.recall.query import analyse_query, without_names
@@ -141,6 +143,9 @@ class MemoryService:
         self._archive = archive
         self._index = index
         self._embedder = embedder
+        # Questions come again (retries, follow-ups, the same one of several banks).
+        self._query_vectors = CachedEmbedder(embedder)
+        self._archived = ArchivedReads(archive)  # off recall's path once read
         self.policy = policy or RankingPolicy()
         self._text_pool = text_pool
         self._vector_pool = vector_pool
@@ -281,21 +286,28 @@ class MemoryService:
         # Names stay out of the embedded query: every transcript turn names its speaker, so
         # they pull the cosine toward anyone's turns; BM25 and the speaker cue still see them.
         embedded = without_names(request.query) if self.policy.name_free_vector else request.query
-        (vector,) = await self._embedder.embed([embedded])
-        text_hits, vector_hits = await asyncio.gather(
-            self._index.search_text(request.query, filters, size=self._text_pool),
-            self._index.search_vector(vector, filters, size=self._vector_pool),
+        (vector,) = await self._query_vectors.embed([embedded])
+        contextual = self.policy.fusion != "rrf"
+        found = await self._index.recall_candidates(
+            request.query,
+            vector,
+            filters,
+            text_pool=self._text_pool,
+            vector_pool=self._vector_pool,
+            neighbours=self._window() if contextual else None,
+            procedure_versions=not request.all_versions,
         )
-        if self.policy.fusion == "rrf":
-            candidates = fuse(text_hits, vector_hits, k=self.policy.rrf_k)
+        if not contextual:
+            candidates = fuse(found.text, found.vector, k=self.policy.rrf_k)
         else:
             candidates = contextual_fuse(
-                text_hits,
-                vector_hits,
+                found.text,
+                found.vector,
                 query_vector=vector,
                 analysis=analyse_query(request.query),
                 policy=self.policy,
-                neighbours=await self._around(filters, text_hits, vector_hits),
+                neighbours=found.neighbours,
+                embeddings=found.embeddings,
             )
         ranked = rank(
             candidates,
@@ -306,7 +318,7 @@ class MemoryService:
         )
         if not request.all_versions:
             ranked = [s for s in ranked if not is_superseded(s.candidate.document)]
-            ranked = newest_versions(ranked, await self._newest(bank_id, ranked, vector))
+            ranked = newest_versions(ranked, found.newest_versions)
         ranked = await self._reranked(request.query, ranked)
         results, used = await self._fill(bank_id, ranked, request)
         self._novelty.shown(bank_id, request.session_id, [r.id for r in results])
@@ -320,41 +332,23 @@ class MemoryService:
             tokens=used,
         )
 
-    async def _around(
-        self, filters: SearchFilters, text_hits: Sequence[Hit], vector_hits: Sequence[Hit]
-    ) -> list[IndexDocument]:
+    def _window(self) -> NeighbourWindow:
         """The turns around the best hits of each search that neither search returned.
 
         An answer often shares no words with the question and means little
         alone ("For walking or running?"); the turns beside a hit carry it in.
+        Turns further apart than the gap are never linked, so none further is read.
         """
-        top, each_side = self.policy.expand_top, self.policy.expand_each_side
-        if top <= 0 or each_side <= 0:
-            return []
-        pooled = {h.document.event_id for h in (*text_hits, *vector_hits)}
-        anchors = {h.document.event_id: h.document for h in (*text_hits[:top], *vector_hits[:top])}
-        # Turns further apart than the gap are never linked, so none further is worth reading.
-        return await self._index.neighbours(
-            filters,
-            list(anchors.values()),
+        each_side = self.policy.expand_each_side
+        return NeighbourWindow(
+            anchors_each=self.policy.expand_top,
             each_side=each_side,
             within_s=each_side * self.policy.neighbour_gap_s,
-            exclude=pooled,
         )
 
-    async def _newest(
-        self, bank_id: str, ranked: Sequence[Scored], vector: Sequence[float]
-    ) -> dict[str, int]:
-        """The newest version of each procedure among the candidates, across the whole bank."""
-        pids = {found[0] for s in ranked if (found := procedure_version(s.candidate.document.tags))}
-        newest: dict[str, int] = {}
-        for pid in sorted(pids)[:10]:
-            filters = SearchFilters(bank_id=bank_id, tags_any=frozenset({f"procedure:{pid}"}))
-            for hit in await self._index.search_vector(vector, filters, size=100):
-                found = procedure_version(hit.document.tags)
-                if found is not None:
-                    newest[pid] = max(newest.get(pid, 0), found[1])
-        return newest
+    def forgotten(self, object_keys: Sequence[str]) -> None:
+        """Drop what recall keeps of these archive objects (call after a forget erased them)."""
+        self._archived.forgotten(object_keys)
 
     async def _reranked(self, query: str, ranked: list[Scored]) -> list[Scored]:
         """The head of the ranking blended with the reranker's scores, when one is set.
@@ -381,9 +375,14 @@ class MemoryService:
         while len(results) < request.k and start < len(ranked):
             chunk = ranked[start : start + request.k]
             start += len(chunk)
-            archived = await asyncio.gather(*(self._archived(s) for s in chunk))
+            keys = [s.candidate.document.object_storage_key for s in chunk]
+            archived = await self._archived.events(keys)
             for item, event in zip(chunk, archived, strict=True):
                 if event is None:
+                    # An index row without its archive object (forgotten, or a broken store):
+                    # skip it rather than fail the whole recall.
+                    memory_id = item.candidate.document.event_id
+                    log.warning("recall_archive_object_missing", memory_id=memory_id)
                     continue
                 hit = await self._explained(bank_id, _hit(item, event))
                 if len(results) < request.k and budget.admit(hit.tokens):
@@ -396,25 +395,13 @@ class MemoryService:
             return hit
         rules = []
         for loser in hit.supersedes[:5]:
-            try:
-                record = json.loads(await self._archive.get(supersession_key(bank_id, loser)))
-            except NotFoundError:
-                continue
-            rules.append(f"supersedes {loser}: {record.get('rule')}")
+            rule = await self._archived.rule(supersession_key(bank_id, loser))
+            if rule is not None:
+                rules.append(f"supersedes {loser}: {rule}")
         if not rules:
             return hit
         explain = hit.explain.model_copy(update={"resolution": "; ".join(rules)})
         return hit.model_copy(update={"explain": explain})
-
-    async def _archived(self, item: Scored) -> ArchivedEvent | None:
-        key = item.candidate.document.object_storage_key
-        try:
-            return ArchivedEvent.model_validate_json(await self._archive.get(key))
-        except NotFoundError:
-            # An index row without its archive object (forgotten, or a broken store): skip it
-            # rather than fail the whole recall.
-            log.warning("recall_archive_object_missing", memory_id=item.candidate.document.event_id)
-            return None
 
     async def get_memory(self, bank_id: str, memory_id: str) -> MemoryRecord:
         """One memory of ``bank_id`` with its archived event; NotFoundError otherwise."""
@@ -500,13 +487,13 @@ def _with_rerank(item: Scored, blended: Blended, weight: float) -> Scored:
     return Scored(item.candidate, signals, weights, blended.final)
 
 
-def _hit(item: Scored, event: ArchivedEvent) -> MemoryHit:
+def _hit(item: Scored, event: Archived) -> MemoryHit:
     doc = item.candidate.document
-    structured = _as_dict(event.input.structured)
+    structured = event.structured
     steps = structured.get("steps")
     version = structured.get("version")
     rationale = structured.get("rationale")
-    text = event.input.text
+    text = event.text
     return MemoryHit(
         id=doc.event_id,
         text=text,

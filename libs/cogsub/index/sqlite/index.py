@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 import sqlite3
+import threading
 from collections.abc import Callable, Collection, Mapping, Sequence
 from typing import Any, TypeVar
 
@@ -20,15 +21,20 @@ import structlog
 from cogsub.core.documents import IndexDocument
 from cogsub.core.errors import ConfigurationError, FieldProblem, InvalidInputError
 from cogsub.index.ports import (
+    Candidates,
     DecayedPage,
     DecayStep,
     DocumentPatch,
     Hit,
+    NeighbourWindow,
     SearchFilters,
     check_decay_page_size,
+    newest_versions,
+    procedure_of,
 )
 from cogsub.index.sqlite import reads, rows, text
 from cogsub.index.sqlite.connections import WAL_CHECKPOINT_PAGES, Connections
+from cogsub.index.sqlite.recall import RecallAsk, gather
 from cogsub.index.sqlite.vectors import VectorCache, one_blas_thread, unit
 from cogsub.index.text_query import query_terms
 
@@ -66,8 +72,11 @@ class SqliteMemoryIndex:
         self._db = Connections(
             os.fspath(path), busy_timeout_s=busy_timeout_s, checkpoint_pages=checkpoint_pages
         )
-        # Touched only on the writer thread.
+        # Changed by the writer as it commits and searched by recall on the readers: held
+        # under the lock for a catch-up, an apply or a search (a few ms), never for SQL
+        # that may wait on the disk.
         self._vectors: VectorCache | None = None
+        self._vectors_lock = threading.Lock()
         self._data_version = -1
         one_blas_thread()
 
@@ -140,6 +149,33 @@ class SqliteMemoryIndex:
         if size == 0 or _matches_nothing(filters):
             return []
         return await self._db.write(self._search_vector, unit(query), filters, size)
+
+    async def recall_candidates(
+        self,
+        query_text: str,
+        query_vector: Sequence[float],
+        filters: SearchFilters,
+        *,
+        text_pool: int,
+        vector_pool: int,
+        neighbours: NeighbourWindow | None = None,
+        procedure_versions: bool = False,
+    ) -> Candidates:
+        """Recall's reads in one job on a reader thread (never behind the writer's queue).
+
+        Raises:
+            InvalidInputError: a vector of the wrong length, or non-finite values.
+        """
+        _check_size(text_pool)
+        _check_size(vector_pool)
+        query = np.asarray(query_vector, dtype=np.float32)
+        if query.ndim != 1 or not np.isfinite(query).all():
+            raise InvalidInputError([FieldProblem("vector", "must be a list of finite numbers")])
+        if _matches_nothing(filters):
+            return Candidates.empty(query.shape[0])
+        terms = query_terms(query_text)
+        ask = RecallAsk(terms, unit(query), filters, text_pool, vector_pool, neighbours)
+        return await self._db.read(self._recall, ask, procedure_versions)
 
     async def update(self, bank_id: str, event_id: str, patch: DocumentPatch) -> IndexDocument:
         """Apply ``patch`` atomically and return the new document.
@@ -259,6 +295,10 @@ class SqliteMemoryIndex:
         return done.answer
 
     def _after_write(self, seq: int, apply: Callable[[VectorCache], object]) -> None:
+        with self._vectors_lock:
+            self._apply(seq, apply)
+
+    def _apply(self, seq: int, apply: Callable[[VectorCache], object]) -> None:
         vectors = self._vectors
         if vectors is None:
             return
@@ -281,14 +321,44 @@ class SqliteMemoryIndex:
         filters: SearchFilters,
         size: int,
     ) -> list[Hit]:
-        vectors = self._current_vectors(conn)
-        if vectors is None:
-            return []
-        if query.shape[0] != vectors.dimension:
-            rule = f"must have {vectors.dimension} values, not {query.shape[0]}"
-            raise InvalidInputError([FieldProblem("vector", rule)])
-        found = vectors.search(query, filters, size)
+        with self._vectors_lock:
+            vectors = self._current_vectors(conn)
+            if vectors is None:
+                return []
+            _check_dimension(query, vectors)
+            found = vectors.search(query, filters, size)
         return reads.hits(conn, found, bank_id=filters.bank_id)
+
+    def _recall(self, conn: sqlite3.Connection, ask: RecallAsk, versions: bool) -> Candidates:
+        """The one job of ``recall_candidates``, on whichever connection runs it."""
+        with self._vectors_lock:
+            vectors = self._vectors_seen_by(conn)
+            if vectors is not None:
+                _check_dimension(ask.query, vectors)
+            ranked = (
+                [] if vectors is None else vectors.search(ask.query, ask.filters, ask.vector_pool)
+            )
+        found = gather(conn, ask, ranked)
+        newest: dict[str, int] = {}
+        if versions and vectors is not None:
+            docs = [h.document for h in (*found.text, *found.vector)] + found.neighbours
+            wanted = {p[0] for doc in docs if (p := procedure_of(doc.tags))}
+            tags = {f"procedure:{pid}" for pid in wanted}
+            with self._vectors_lock:
+                sets = vectors.tag_sets_holding(ask.filters.bank_id, tags)
+            newest = newest_versions(sets, wanted)
+        return Candidates(found.text, found.vector, found.neighbours, newest, found.embeddings)
+
+    def _vectors_seen_by(self, conn: sqlite3.Connection) -> VectorCache | None:
+        """The vector cache, caught up to what ``conn`` sees (caller holds the lock).
+
+        Any connection may catch it up: rows at or below its ``seq`` are in it already,
+        and the writer applying its own commit again afterwards changes nothing.
+        """
+        (seq,) = conn.execute("SELECT seq FROM index_state").fetchone()
+        if self._vectors is None or seq > self._vectors.seq:
+            self._vectors = rows.caught_up(conn, self._vectors)
+        return self._vectors
 
     def _current_vectors(self, conn: sqlite3.Connection) -> VectorCache | None:
         """The vector cache, built on first use and caught up after other connections' writes."""
@@ -303,6 +373,12 @@ class SqliteMemoryIndex:
 def _check_size(size: int) -> None:
     if size < 0:
         raise InvalidInputError([FieldProblem("size", "must not be negative")])
+
+
+def _check_dimension(query: npt.NDArray[np.float32], vectors: VectorCache) -> None:
+    if query.shape[0] != vectors.dimension:
+        rule = f"must have {vectors.dimension} values, not {query.shape[0]}"
+        raise InvalidInputError([FieldProblem("vector", rule)])
 
 
 def _matches_nothing(filters: SearchFilters) -> bool:

@@ -105,6 +105,10 @@ class TagSets:
             wanted |= self._holding_tag(tag)
         return wanted
 
+    def sets_of(self, numbers: Collection[int]) -> list[tuple[str, ...]]:
+        """The tag sets numbered ``numbers``."""
+        return [self._sets[number] for number in numbers]
+
     def _add(self, tags: tuple[str, ...]) -> int:
         if self._free:
             number = self._free.pop()
@@ -281,6 +285,15 @@ class VectorCache:
         slot = self.slot_of.get(slot_key(bank_id, event_id))
         if slot is not None:
             self.importance[slot] = value
+
+    def tag_sets_holding(self, bank_id: str, tags: Collection[str]) -> list[tuple[str, ...]]:
+        """The distinct tag sets of ``bank_id``'s documents that hold any of ``tags``."""
+        code = self.bank_codes.get(bank_id)
+        if code is None or not tags:
+            return []
+        holding = self._tags.holding_any(tags)
+        numbers = np.unique(self.tag_sets[: self.used][self.banks[: self.used] == code])
+        return self._tags.sets_of([int(n) for n in numbers if holding[n]])
 
     def search(
         self, query: npt.NDArray[np.float32], filters: SearchFilters, size: int
