@@ -50,6 +50,7 @@ from cogsub.evaluation.metrics import Scoreboard, percentile
 from cogsub.index.ports import MemoryIndex, SearchFilters
 from cogsub.ingestion import BatchOutcome, IngestionWorker
 from cogsub.recall import MemoryService, RankingPolicy
+from cogsub.recall.facets import recall_by_facets
 from cogsub.runtime import Settings
 from cogsub.runtime.wiring import build_archive, build_bus, build_index
 
@@ -68,6 +69,8 @@ class LocomoOptions:
     captions: bool = True
     policy: RankingPolicy | None = None
     folds: bool = False
+    #: Ask a question about "X and Y" once per person too, interleaved (recall_by_facets).
+    facets: bool = False
     #: Policies to choose among per fold (on the other conversations); ``policy`` when empty.
     candidates: tuple[RankingPolicy, ...] = ()
 
@@ -136,6 +139,7 @@ async def evaluate_locomo(
     report["ingest_s"] = round(timings.ingest_s, 2)
     if len(options.policies()) > 1:
         report["candidates"] = [_overrides(policy) for policy in options.policies()]
+        report["candidate_rates"] = _candidate_rates(runs, ks)
     if options.folds:
         report.update(_folds_report(folds, ks))
     return report
@@ -174,6 +178,24 @@ def _folds_report(
         "folds": reports,
         "spread": {rate: spread([fold[rate] for fold in reports]) for rate in rates},
     }
+
+
+def _candidate_rates(
+    runs: dict[str, list[list[Answered]]], ks: tuple[int, ...]
+) -> list[dict[str, dict[str, float]]]:
+    """Every candidate's pipeline rates on every conversation (what each fold chose from)."""
+    rates: list[dict[str, dict[str, float]]] = []
+    for candidate in range(len(next(iter(runs.values()), []))):
+        per_conversation = {}
+        for name, answered in runs.items():
+            board = Scoreboard(ks)
+            for item in answered[candidate]:
+                item.record(board)
+            per_conversation[name] = (
+                board.overall["pipeline"].rates() if answered[candidate] else {}
+            )
+        rates.append(per_conversation)
+    return rates
 
 
 def _overrides(policy: RankingPolicy) -> dict[str, object]:
@@ -223,7 +245,16 @@ async def _evaluate_one(
         await _until_indexed(ingested, index, bank_id, progress, conversation.sample_id)
         timings.ingest_s += time.perf_counter() - began
         return await _ask_all(
-            services, index, embedder, bank_id, conversation, turns, ks, timings, progress
+            services,
+            index,
+            embedder,
+            bank_id,
+            conversation,
+            turns,
+            ks,
+            timings,
+            progress,
+            facets=options.facets,
         )
     finally:
         stop.set()
@@ -309,6 +340,8 @@ async def _ask_all(
     ks: tuple[int, ...],
     timings: _Timings,
     progress: Progress | None,
+    *,
+    facets: bool,
 ) -> tuple[list[list[Answered]], int]:
     known = {turn.dia_id for turn in conversation.turns}
     asked = [q for q in conversation.questions if q.category != ADVERSARIAL_CATEGORY]
@@ -335,17 +368,29 @@ async def _ask_all(
         bm25 = dia_ids([h.document.event_id for h in text_hits])
         cosine = dia_ids([h.document.event_id for h in vector_hits])
         for service, into in zip(services, answered, strict=True):
-            ranked = await _timed_recall(service, bank_id, question.question, size, timings)
+            ranked = await _timed_recall(
+                service, bank_id, question.question, size, timings, facets=facets
+            )
             into.append(Answered(str(question.category), evidence, dia_ids(ranked), bm25, cosine))
     return answered, skipped
 
 
 async def _timed_recall(
-    service: MemoryService, bank_id: str, query: str, size: int, timings: _Timings
+    service: MemoryService,
+    bank_id: str,
+    query: str,
+    size: int,
+    timings: _Timings,
+    *,
+    facets: bool,
 ) -> list[str]:
     """The memory ids recall returns (the question's own embedding is cached by then)."""
     began = time.perf_counter()
-    response = await service.recall(bank_id, RecallRequest(query=query, k=size, reinforce=False))
+    request = RecallRequest(query=query, k=size, reinforce=False)
+    if facets:
+        response = await recall_by_facets(service.recall, bank_id, request)
+    else:
+        response = await service.recall(bank_id, request)
     timings.recall_ms.append((time.perf_counter() - began) * 1000)
     return [r.id for r in response.results]
 

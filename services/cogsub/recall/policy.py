@@ -48,6 +48,11 @@ class RankingPolicy:
     name_free_vector: bool = True  # embed the query without the names it contains
     temporal_boost: float = 0.4  # a "when" question, and the memory says when
     date_boost: float = 0.3  # the query names the day or month the memory is from
+    # A hit lifts the other candidates of its session by this share of its relevance.
+    session_lift: float = 0.0
+    # Each candidate already placed from a session scales the next one's score by (1 - this).
+    session_diversity: float = 0.0
+    diversify_depth: int = 20  # how far down the ranking the session diversity reorders
 
     def weights(self) -> dict[str, float]:
         return {

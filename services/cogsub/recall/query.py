@@ -39,6 +39,22 @@ _MONTH_DAY_YEAR = re.compile(
 )
 _MONTH_YEAR = re.compile(rf"\b(?P<month>{_MONTH})\.?,?\s+(?P<year>\d{{4}})\b", re.IGNORECASE)
 _ISO_DATE = re.compile(r"\b(?P<year>\d{4})-(?P<month>\d{2})-(?P<day>\d{2})\b")
+# "in June", "during the month of July": a month of any year (after the dated patterns).
+_MONTH_ALONE = re.compile(
+    rf"\b(?:in|during|over)\s+(?:the\s+month\s+of\s+)?(?P<month>{_MONTH})\b", re.IGNORECASE
+)
+_SEASON = re.compile(
+    r"\b(?:in|during|over|this|last)\s+(?:the\s+)?(?P<season>spring|summer|autumn|fall|winter)\b",
+    re.IGNORECASE,
+)
+# Northern-hemisphere months of each season (the conversations recall serves are mostly there).
+_SEASON_MONTHS = {
+    "spring": (3, 4, 5),
+    "summer": (6, 7, 8),
+    "autumn": (9, 10, 11),
+    "fall": (9, 10, 11),
+    "winter": (12, 1, 2),
+}
 
 _TEMPORAL_QUESTION = re.compile(
     r"\b(when|what\s+(?:year|month|day|date|time|week|weekend)|which\s+(?:year|month|day|date)"
@@ -120,14 +136,14 @@ _NOT_NAMES = frozenset(
 
 @dataclass(frozen=True)
 class DateSpan:
-    """A calendar day (``day`` set) or a whole month named in a query."""
+    """A calendar day (``day`` set), a whole month, or a month of any year (``year`` None)."""
 
-    year: int
+    year: int | None
     month: int
     day: int | None = None
 
     def contains(self, when: date) -> bool:
-        same_month = when.year == self.year and when.month == self.month
+        same_month = when.month == self.month and self.year in (None, when.year)
         return same_month and (self.day is None or when.day == self.day)
 
 
@@ -147,6 +163,28 @@ def analyse_query(text: str) -> QueryAnalysis:
         temporal=bool(_TEMPORAL_QUESTION.search(text)),
         dates=dates_in(text),
     )
+
+
+# Two or more capitalised words joined by "and" / "or" / "&" / ",": "Jon and Gina".
+_JOINED_NAMES = re.compile(r"\b[A-Z][\w'’-]*[\w](?:\s*(?:,|\band\b|\bor\b|&)\s*[A-Z][\w'’-]*[\w])+")
+
+
+def facets(text: str) -> tuple[str, ...]:
+    """One query per person of "X and Y" in ``text``, the others left out; () when none.
+
+    "Did Jon and Gina both dance?" asks about two people whose evidence lies in
+    different turns; recalled as one query, the turns of neither person win
+    (the speaker cue needs one name). Each facet names one of them.
+    """
+    joined = _JOINED_NAMES.search(text)
+    if joined is None:
+        return ()
+    people = [n for found in _NAME.finditer(joined.group(0)) if (n := _name(found)) is not None]
+    if len(set(people)) < 2:
+        return ()
+    before, after = text[: joined.start()], text[joined.end() :]
+    originals = [found.group(1) for found in _NAME.finditer(joined.group(0)) if _name(found)]
+    return tuple(dict.fromkeys(f"{before}{name}{after}" for name in originals))
 
 
 def _name(found: re.Match[str]) -> str | None:
@@ -178,29 +216,36 @@ def without_names(text: str) -> str:
 
 
 def dates_in(text: str) -> tuple[DateSpan, ...]:
-    """Every day or month ``text`` names, in order of appearance, without repeats."""
+    """Every day or month ``text`` names, in order of appearance, without repeats.
+
+    A month without a year ("in June") or a season ("during the summer") is
+    that month, or those three months, of any year.
+    """
     found: list[tuple[int, DateSpan]] = []
     taken: list[tuple[int, int]] = []
-    for pattern in (_ISO_DATE, _DAY_MONTH_YEAR, _MONTH_DAY_YEAR, _MONTH_YEAR):
+    for pattern in (_ISO_DATE, _DAY_MONTH_YEAR, _MONTH_DAY_YEAR, _MONTH_YEAR, _MONTH_ALONE):
         for match in pattern.finditer(text):
-            start, end = match.span()
+            start, end = match.span("month")
             if any(start < stop and begin < end for begin, stop in taken):
                 continue  # already read as a longer date
             span = _span(match)
             if span is not None:
-                taken.append((start, end))
+                taken.append(match.span())
                 found.append((start, span))
+    for match in _SEASON.finditer(text):
+        months = _SEASON_MONTHS[match["season"].lower()]
+        found.extend((match.start(), DateSpan(None, month)) for month in months)
     return tuple(dict.fromkeys(span for _, span in sorted(found, key=lambda item: item[0])))
 
 
 def _span(match: re.Match[str]) -> DateSpan | None:
     month_text = match.group("month")
     month = int(month_text) if month_text.isdigit() else _MONTHS[month_text.lower().rstrip(".")]
-    year = int(match.group("year"))
+    year = int(match.group("year")) if "year" in match.re.groupindex else None
     day = int(match.group("day")) if "day" in match.re.groupindex else None
     if not 1 <= month <= 12:
         return None
-    if day is not None and not 1 <= day <= calendar.monthrange(year, month)[1]:
+    if year is not None and day is not None and not 1 <= day <= calendar.monthrange(year, month)[1]:
         return None
     return DateSpan(year, month, day)
 

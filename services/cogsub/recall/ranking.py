@@ -26,6 +26,7 @@ __all__ = [
     "Scored",
     "contextual_fuse",
     "count_bonus",
+    "diversified",
     "estimate_tokens",
     "fuse",
     "newest_versions",
@@ -34,6 +35,7 @@ __all__ = [
     "rank",
     "recency",
     "score",
+    "session_lifted",
 ]
 
 
@@ -117,7 +119,14 @@ def rank(
     novelty_ages: Mapping[str, int] | None = None,
     prefer_observations: bool = False,
 ) -> list[Scored]:
-    """Candidates best first by final score (ties by fused relevance, then id)."""
+    """Candidates best first by final score (ties by fused relevance, then id).
+
+    With ``policy.session_lift`` the relevances are first lifted by their sessions
+    (:func:`session_lifted`); with ``policy.session_diversity`` the head is then
+    reordered across sessions (:func:`diversified`).
+    """
+    if policy.session_lift > 0.0:
+        candidates = session_lifted(candidates, policy.session_lift)
     ages = novelty_ages or {}
     weights = policy.weights()
     scored = [
@@ -131,9 +140,70 @@ def rank(
         )
         for c in candidates
     ]
-    return sorted(
+    ordered = sorted(
         scored, key=lambda s: (-s.final, -s.candidate.fused, s.candidate.document.event_id)
     )
+    if policy.session_diversity > 0.0:
+        return diversified(ordered, policy.session_diversity, depth=policy.diversify_depth)
+    return ordered
+
+
+def session_lifted(candidates: Sequence[Candidate], lift: float) -> list[Candidate]:
+    """Each candidate's relevance plus ``lift`` × the best relevance of another in its session.
+
+    A conversation comes back to a topic within a session, so the turns beside
+    a strong hit's session are likelier answers than equally scored strangers.
+    Relevances are rescaled so the best is 1 again; the candidates are updated in place.
+    """
+    best: dict[str, list[float]] = {}  # session → its two best relevances
+    for c in candidates:
+        if c.document.session_id is not None:
+            top = best.setdefault(c.document.session_id, [])
+            top.append(c.fused)
+            top.sort(reverse=True)
+            del top[2:]
+    lifted = [
+        c.fused + lift * _best_other(best.get(c.document.session_id or "", []), c.fused)
+        for c in candidates
+    ]
+    high = max(lifted, default=0.0)
+    for c, value in zip(candidates, lifted, strict=True):
+        c.fused = value / high if high > 0.0 else 0.0
+    return list(candidates)
+
+
+def _best_other(top: Sequence[float], own: float) -> float:
+    """The best of a session's two best relevances that is not ``own`` (0 when none)."""
+    if not top:
+        return 0.0
+    if own >= top[0]:
+        return top[1] if len(top) > 1 else 0.0
+    return top[0]
+
+
+def diversified(ranked: Sequence[Scored], diversity: float, *, depth: int) -> list[Scored]:
+    """The first ``depth`` of ``ranked`` reordered so no session fills the head alone.
+
+    Greedy: each next place goes to the candidate with the best ``final`` ×
+    (1 − diversity)^(how many of its session are already placed). Questions
+    whose evidence spans sessions (multi-hop) then get a slot for each. The
+    scores are kept as they were; only the order changes.
+    """
+    head, tail = list(ranked[:depth]), list(ranked[depth:])
+    placed: dict[str, int] = {}
+
+    def damped(item: Scored) -> float:
+        session = item.candidate.document.session_id
+        already = placed.get(session, 0) if session is not None else 0
+        return item.final * (1.0 - diversity) ** already
+
+    out: list[Scored] = []
+    while head:
+        item = head.pop(max(range(len(head)), key=lambda i: (damped(head[i]), -i)))
+        if (session := item.candidate.document.session_id) is not None:
+            placed[session] = placed.get(session, 0) + 1
+        out.append(item)
+    return out + tail
 
 
 def procedure_version(tags: Sequence[str]) -> tuple[str, int] | None:

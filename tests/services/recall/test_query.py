@@ -10,6 +10,7 @@ from cogsub.recall.query import (
     DateSpan,
     analyse_query,
     dates_in,
+    facets,
     has_time_expression,
     query_names,
     speaker_of,
@@ -61,6 +62,30 @@ def test_a_day_span_contains_only_its_day_and_a_month_span_its_month() -> None:
     day, month = DateSpan(2023, 5, 8), DateSpan(2023, 5)
     assert day.contains(date(2023, 5, 8)) and not day.contains(date(2023, 5, 9))
     assert month.contains(date(2023, 5, 31)) and not month.contains(date(2022, 5, 8))
+
+
+def test_a_month_without_a_year_or_a_season_is_those_months_of_any_year() -> None:
+    assert dates_in("When did Melanie go camping in June?") == (DateSpan(None, 6),)
+    assert dates_in("a parade during the summer") == tuple(DateSpan(None, m) for m in (6, 7, 8))
+    assert dates_in("over the month of July") == (DateSpan(None, 7),)
+    # A month that has its year is read once, as that month of that year.
+    assert dates_in("in May 2023") == (DateSpan(2023, 5),)
+    assert dates_in("June was great") == ()  # no "in" / "during": not asked as a time
+    june = DateSpan(None, 6)
+    assert june.contains(date(2021, 6, 30)) and june.contains(date(2023, 6, 1))
+    assert not june.contains(date(2023, 7, 1))
+
+
+def test_a_question_about_several_people_has_one_facet_per_person() -> None:
+    assert facets("Did Jon and Gina both dance?") == ("Did Jon both dance?", "Did Gina both dance?")
+    assert facets("Did Jon, Gina & Bob dance?") == (
+        "Did Jon dance?",
+        "Did Gina dance?",
+        "Did Bob dance?",
+    )
+    assert facets("What have Melanie and her kids made?") == ()  # one person
+    assert facets("What did Caroline and Caroline say?") == ()
+    assert facets("What did When and How say?") == ()  # question words are never names
 
 
 def test_speaker_is_the_name_before_the_colon_of_a_transcript_line() -> None:

@@ -9,7 +9,7 @@ import pytest
 from cogsub.core import FactType
 from cogsub.recall.fusion import Candidate
 from cogsub.recall.policy import RankingPolicy
-from cogsub.recall.ranking import rank, score
+from cogsub.recall.ranking import Scored, diversified, rank, score, session_lifted
 from tests.services.recall.docs import T0, doc
 
 NOW = datetime(2023, 6, 7, 13, 56, tzinfo=UTC)  # 30 days after T0: recency 0.5
@@ -76,3 +76,52 @@ def test_novelty_ages_lower_memories_already_shown() -> None:
     ranked = rank(candidates, RankingPolicy(), now=NOW, novelty_ages={"seen": 0})
     assert ranked[0].candidate.document.event_id == "new"
     assert ranked[1].breakdown.novelty == 0.0
+
+
+def _ids(ranked: list[Scored]) -> list[str]:
+    return [s.candidate.document.event_id for s in ranked]
+
+
+def test_a_hit_lifts_the_other_candidates_of_its_session() -> None:
+    hit = Candidate(doc("hit", session="s1"), fused=1.0)
+    beside = Candidate(doc("beside", session="s1"), fused=0.5)
+    stranger = Candidate(doc("stranger", session="s2"), fused=0.55)
+    alone = Candidate(doc("alone"), fused=0.55)  # no session: lifted by nothing
+    lifted = session_lifted([hit, beside, stranger, alone], 0.4)
+    by_id = {c.document.event_id: c.fused for c in lifted}
+    # hit: 1 + .4 × .5 = 1.2 (the best, rescaled to 1); beside: .5 + .4 × 1 = .9.
+    assert by_id["hit"] == 1.0
+    assert by_id["beside"] == pytest.approx(0.9 / 1.2)
+    assert by_id["stranger"] == by_id["alone"] == pytest.approx(0.55 / 1.2)
+    assert by_id["beside"] > by_id["stranger"]
+
+
+def test_rank_applies_the_session_lift_only_when_the_policy_asks() -> None:
+    def pool() -> list[Candidate]:
+        return [
+            Candidate(doc("hit", session="s1"), fused=1.0),
+            Candidate(doc("beside", session="s1"), fused=0.5),
+            Candidate(doc("stranger", session="s2"), fused=0.55),
+        ]
+
+    assert _ids(rank(pool(), RankingPolicy(), now=NOW)) == ["hit", "stranger", "beside"]
+    lifted = rank(pool(), RankingPolicy(session_lift=0.4), now=NOW)
+    assert _ids(lifted) == ["hit", "beside", "stranger"]
+
+
+def test_diversity_gives_each_session_a_slot_in_the_head_and_keeps_scores() -> None:
+    pool = [
+        Candidate(doc("a1", session="a"), fused=1.0),
+        Candidate(doc("a2", session="a"), fused=0.95),
+        Candidate(doc("a3", session="a"), fused=0.9),
+        Candidate(doc("b1", session="b"), fused=0.8),
+        Candidate(doc("n1"), fused=0.85),  # no session: never held back
+    ]
+    ranked = rank(pool, RankingPolicy(), now=NOW)
+    assert _ids(ranked) == ["a1", "a2", "a3", "n1", "b1"]
+    mixed = diversified(ranked, 0.3, depth=4)
+    assert _ids(mixed) == ["a1", "n1", "a2", "a3", "b1"]  # b1 is below the depth: untouched
+    assert _ids(diversified(ranked, 0.3, depth=5)) == ["a1", "n1", "b1", "a2", "a3"]
+    assert {s.final for s in mixed} == {s.final for s in ranked}
+    policy = RankingPolicy(session_diversity=0.3, diversify_depth=5)
+    assert _ids(rank(pool, policy, now=NOW)) == ["a1", "n1", "b1", "a2", "a3"]
