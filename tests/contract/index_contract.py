@@ -999,6 +999,27 @@ class MemoryIndexContract:
         )
         assert asked_not.newest_versions == {}
 
+    async def test_recall_candidates_see_a_second_instance_s_writes(
+        self, session: IndexSession, bank: str
+    ) -> None:
+        self.require_durable()
+        self.require_vectors()
+        first, second = await session.open(), await session.open()
+        near = self.doc(bank, "near", summary="no shared words", embedding=axis(self.dimension))
+        filters = SearchFilters(bank_id=bank)
+
+        async def found() -> list[str]:
+            got = await first.recall_candidates(
+                "kiwi", axis(self.dimension), filters, text_pool=5, vector_pool=5
+            )
+            return ids(got.vector)
+
+        assert await found() == []
+        await second.upsert([near])
+        assert await found() == [near.event_id]
+        await second.delete(bank, near.event_id)
+        assert await found() == []
+
     async def test_update_changes_only_the_patched_signals(
         self, index: MemoryIndex, bank: str
     ) -> None:
