@@ -3,10 +3,12 @@
 A hit's full text, steps, rationale and source come from its archived event,
 and a conflict winner's reason from its supersession records. Archive objects
 are written once and never change, so an entry cannot go stale: it can only
-outlive a forget, which ``forgotten`` handles (recall cannot reach a forgotten
-object anyway: it reads only the keys of documents the index returned, and a
-forget takes the document out of the index first). The least recently used
-entries go first, so the cache holds what recall keeps returning.
+outlive a forget. Recall cannot reach a forgotten object (it reads only the keys
+of documents the index returned, and a forget takes the document out of the
+index first), but its text must not stay in memory either: ``forgotten`` drops
+it at once where the caller knows the keys, and no entry lives longer than
+``max_age_s`` (a forget in another process, or one nobody reported). The least
+recently used entries go first, so the cache holds what recall keeps returning.
 
 Chosen over carrying the fields in the index document: that would copy every
 memory's text and structure into each index row (and into OpenSearch's) for the
@@ -17,8 +19,9 @@ from __future__ import annotations
 
 import asyncio
 import json
+import time
 from collections import OrderedDict
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Generic, TypeVar
 
@@ -28,6 +31,8 @@ from cogsub.core.events import ArchivedEvent
 
 #: Archived events kept: a recall returns ~10, so thousands of recalls' worth.
 DEFAULT_ENTRIES = 8_192
+#: Seconds an entry is kept at most: how long a forgotten text may outlive its forget here.
+DEFAULT_MAX_AGE_S = 300.0
 
 _V = TypeVar("_V")
 
@@ -49,20 +54,26 @@ class ReadCounts:
 
 
 class _Recent(Generic[_V]):
-    """A bounded map that forgets its least recently used key first."""
+    """A bounded map that forgets its least recently used key first, and old keys."""
 
-    def __init__(self, max_entries: int) -> None:
-        self._entries: OrderedDict[str, _V] = OrderedDict()
+    def __init__(self, max_entries: int, max_age_s: float, clock: Callable[[], float]) -> None:
+        self._entries: OrderedDict[str, tuple[_V, float]] = OrderedDict()
         self._max = max_entries
+        self._max_age_s = max_age_s
+        self._clock = clock
 
     def get(self, key: str) -> _V | None:
-        value = self._entries.get(key)
-        if value is not None:
-            self._entries.move_to_end(key)
-        return value
+        found = self._entries.get(key)
+        if found is None:
+            return None
+        if found[1] <= self._clock():
+            del self._entries[key]
+            return None
+        self._entries.move_to_end(key)
+        return found[0]
 
     def put(self, key: str, value: _V) -> None:
-        self._entries[key] = value
+        self._entries[key] = (value, self._clock() + self._max_age_s)
         self._entries.move_to_end(key)
         while len(self._entries) > self._max:
             self._entries.popitem(last=False)
@@ -80,14 +91,23 @@ class ArchivedReads:
     Args:
         archive: The truth layer.
         max_entries: Events kept at most (and as many supersession rules).
+        max_age_s: Seconds an entry is kept at most, however often it is used.
+        clock: Monotonic seconds.
     """
 
-    def __init__(self, archive: ArchiveStore, *, max_entries: int = DEFAULT_ENTRIES) -> None:
+    def __init__(
+        self,
+        archive: ArchiveStore,
+        *,
+        max_entries: int = DEFAULT_ENTRIES,
+        max_age_s: float = DEFAULT_MAX_AGE_S,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
         if max_entries < 1:
             raise ValueError(f"max_entries must be at least 1, not {max_entries}")
         self._archive = archive
-        self._events: _Recent[Archived] = _Recent(max_entries)
-        self._rules: _Recent[str] = _Recent(max_entries)
+        self._events: _Recent[Archived] = _Recent(max_entries, max_age_s, clock)
+        self._rules: _Recent[str] = _Recent(max_entries, max_age_s, clock)
         self._hits = 0
         self._misses = 0
 

@@ -133,6 +133,20 @@ async def test_archived_reads_read_each_object_once_until_forgotten(tmp_path: Pa
         assert await reads.rule(missing) is None
 
 
+async def test_archived_reads_keep_nothing_past_its_age(tmp_path: Path) -> None:
+    now = [100.0]
+    async with live_stack(tmp_path) as stack:
+        kept = await stack.service.retain(BANK, RetainRequest(content=TURNS[1], wait=True))
+        reads = ArchivedReads(stack.archive, max_age_s=60.0, clock=lambda: now[0])
+        key = kept.object_storage_key
+        assert (await reads.events([key]))[0] is not None
+        await stack.archive.delete(key)  # forgotten in another process: nobody tells us
+        now[0] += 59.0
+        assert (await reads.events([key]))[0] is not None
+        now[0] += 1.0
+        assert await reads.events([key]) == [None]
+
+
 # --- recall's trip ----------------------------------------------------------------------------
 
 
