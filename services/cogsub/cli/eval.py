@@ -52,11 +52,6 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
         help="leave-one-conversation-out: each conversation as a held-out fold, and the spread",
     )
     locomo.add_argument(
-        "--facets",
-        action="store_true",
-        help="recall a question about 'X and Y' once per person too, interleaved",
-    )
-    locomo.add_argument(
         "--set",
         action="append",
         default=[],
@@ -97,7 +92,6 @@ def run(args: argparse.Namespace, settings: Settings, console: Console) -> int:
         captions=not args.no_captions,
         policy=policy,
         folds=args.folds,
-        facets=args.facets,
         candidates=candidates,
     )
     progress = Progress(

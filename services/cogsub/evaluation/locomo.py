@@ -50,7 +50,6 @@ from cogsub.evaluation.metrics import Scoreboard, percentile
 from cogsub.index.ports import MemoryIndex, SearchFilters
 from cogsub.ingestion import BatchOutcome, IngestionWorker
 from cogsub.recall import MemoryService, RankingPolicy
-from cogsub.recall.facets import recall_by_facets
 from cogsub.runtime import Settings
 from cogsub.runtime.wiring import build_archive, build_bus, build_index
 
@@ -69,8 +68,6 @@ class LocomoOptions:
     captions: bool = True
     policy: RankingPolicy | None = None
     folds: bool = False
-    #: Ask a question about "X and Y" once per person too, interleaved (recall_by_facets).
-    facets: bool = False
     #: Policies to choose among per fold (on the other conversations); ``policy`` when empty.
     candidates: tuple[RankingPolicy, ...] = ()
 
@@ -254,7 +251,6 @@ async def _evaluate_one(
             ks,
             timings,
             progress,
-            facets=options.facets,
         )
     finally:
         stop.set()
@@ -340,8 +336,6 @@ async def _ask_all(
     ks: tuple[int, ...],
     timings: _Timings,
     progress: Progress | None,
-    *,
-    facets: bool,
 ) -> tuple[list[list[Answered]], int]:
     known = {turn.dia_id for turn in conversation.turns}
     asked = [q for q in conversation.questions if q.category != ADVERSARIAL_CATEGORY]
@@ -368,29 +362,17 @@ async def _ask_all(
         bm25 = dia_ids([h.document.event_id for h in text_hits])
         cosine = dia_ids([h.document.event_id for h in vector_hits])
         for service, into in zip(services, answered, strict=True):
-            ranked = await _timed_recall(
-                service, bank_id, question.question, size, timings, facets=facets
-            )
+            ranked = await _timed_recall(service, bank_id, question.question, size, timings)
             into.append(Answered(str(question.category), evidence, dia_ids(ranked), bm25, cosine))
     return answered, skipped
 
 
 async def _timed_recall(
-    service: MemoryService,
-    bank_id: str,
-    query: str,
-    size: int,
-    timings: _Timings,
-    *,
-    facets: bool,
+    service: MemoryService, bank_id: str, query: str, size: int, timings: _Timings
 ) -> list[str]:
     """The memory ids recall returns (the question's own embedding is cached by then)."""
     began = time.perf_counter()
-    request = RecallRequest(query=query, k=size, reinforce=False)
-    if facets:
-        response = await recall_by_facets(service.recall, bank_id, request)
-    else:
-        response = await service.recall(bank_id, request)
+    response = await service.recall(bank_id, RecallRequest(query=query, k=size, reinforce=False))
     timings.recall_ms.append((time.perf_counter() - began) * 1000)
     return [r.id for r in response.results]
 

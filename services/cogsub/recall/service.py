@@ -58,6 +58,7 @@ from cogsub.embeddings.cached import CachedEmbedder
 from cogsub.embeddings.ports import Embedder
 from cogsub.index.ports import DocumentPatch, MemoryIndex, NeighbourWindow, SearchFilters
 from cogsub.recall.archived import Archived, ArchivedReads
+from cogsub.recall.facets import recall_by_facets
 from cogsub.recall.feedback import RetrievalFeedback
 from cogsub.recall.policy import RankingPolicy
 from cogsub.recall.query import analyse_query, without_names
@@ -269,9 +270,9 @@ class MemoryService:
     async def recall(self, bank_id: str, request: RecallRequest) -> RecallResponse:
         """The best memories of ``bank_id`` for ``request.query``, with score breakdowns."""
         if self._metrics is None:
-            return await self._recall(bank_id, request)
+            return await recall_by_facets(self._recall, bank_id, request)
         with self._metrics.timed_recall() as timing:
-            response = await self._recall(bank_id, request)
+            response = await recall_by_facets(self._recall, bank_id, request)
             timing.results = len(response.results)
         return response
 

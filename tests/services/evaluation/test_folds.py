@@ -91,7 +91,7 @@ def test_the_command_reports_folds(tmp_path: Path, capsys: pytest.CaptureFixture
         {"semantic_weight": 0.0},
         {"semantic_weight": 0.0, "expand_top": 0},
     ]
-    assert eval_main([*argv, "--facets"]) == 0
+    assert eval_main(argv) == 0
     out = capsys.readouterr().out
     assert "leave one conversation out" in out and "conv-b" in out and "spread" in out
     assert eval_main([*argv, "--set", "no_such_field=1"]) == 2
