@@ -505,7 +505,7 @@ class KafkaConsumer:
             consumer, self._consumer = self._consumer, None
         if consumer is not None:
             with kafka_errors():
-                await consumer.stop()
+                await stop_consumer(consumer)
 
     async def _commit_done(self, partitions: set[TopicPartition]) -> None:
         pending = {
@@ -546,7 +546,7 @@ class KafkaConsumer:
         log.warning("kafka_member_replaced", group=self.group, error=repr(failure))
         try:
             with kafka_errors():
-                await consumer.stop()  # leaves the group under the old member id
+                await stop_consumer(consumer)  # leaves the group under the old member id
         except CogsubError as exc:
             log.warning("kafka_member_stop_failed", group=self.group, error=str(exc))
         raise UnavailableError(
@@ -651,7 +651,23 @@ class _PartitionReader:
             self._next.clear()
         if consumer is not None:
             with kafka_errors():
-                await consumer.stop()
+                await stop_consumer(consumer)
+
+
+async def stop_consumer(consumer: Any) -> None:
+    """``consumer.stop()``, absorbing the cancellation aiokafka raises of its own tasks.
+
+    With the broker gone, its fetcher's ``close`` awaits pending fetch tasks it has
+    just cancelled, so ``stop`` raises their ``CancelledError`` although nobody
+    cancelled the caller, and the client's connections are left open: close them.
+    """
+    try:
+        await consumer.stop()
+    except asyncio.CancelledError:
+        task = asyncio.current_task()
+        if task is not None and task.cancelling():
+            raise  # the caller is being cancelled: that is ours to pass on
+        await consumer._client.close()
 
 
 class _RevokeListener(ConsumerRebalanceListener):  # type: ignore[misc]
