@@ -190,10 +190,13 @@ def _semantic(
     vectors = _unit_rows(matrix.astype(np.float64))
     query = query / (float(np.linalg.norm(query)) or 1.0)
     mixed = vectors.copy()
-    for i in range(len(vectors)):
-        for j in (links.before[i], links.after[i]):
-            if j is not None:
-                mixed[i] += policy.vector_context * vectors[j]
+    # Each side as one array operation (a row at a time was most of fusion's time); the
+    # turn before is added first, as it always was, so every sum is the same to the bit.
+    for side in (links.before, links.after):
+        rows = [i for i, j in enumerate(side) if j is not None]
+        if rows:
+            linked = [j for j in side if j is not None]
+            mixed[rows] += policy.vector_context * vectors[linked]
     return vectors @ query, _median_to_best(_unit_rows(mixed) @ query)
 
 

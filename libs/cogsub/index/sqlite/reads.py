@@ -29,7 +29,7 @@ _MAX_REACH_US = 2**62
 # Up to ``each_side`` turns of each anchor's session before it (side 0) and after it (1),
 # within reach: one correlated LIMIT query per anchor and side, each on the session index.
 _SIDE = (
-    "SELECT anchor.n, {side}, near.ts_us, near.event_id FROM anchor"
+    "SELECT anchor.n, {side}, near.ts_us, near.event_id, near.body, near.embedding FROM anchor"
     " JOIN documents AS near ON near.doc_id IN ("
     " SELECT d.doc_id FROM documents AS d WHERE {{where}}"
     " AND json_extract(d.body, '$.session_id') = anchor.session_id"
@@ -83,26 +83,19 @@ def neighbours(
     window_us: int | None,
     skip: set[str],
 ) -> list[IndexDocument]:
-    wanted = neighbour_ids(conn, filters, anchors, each_side, window_us, skip)
-    if not wanted:
-        return []
-    rows = conn.execute(
-        f"SELECT event_id, body, embedding FROM documents WHERE {BY_IDS_IN_BANK}",
-        (filters.bank_id, json.dumps(wanted)),
-    ).fetchall()
-    found = {event_id: document(body, blob) for event_id, body, blob in rows}
-    return [found[event_id] for event_id in wanted if event_id in found]
+    found = neighbour_rows(conn, filters, anchors, each_side, window_us, skip)
+    return [document(body, blob) for _, body, blob in found]
 
 
-def neighbour_ids(
+def neighbour_rows(
     conn: sqlite3.Connection,
     filters: SearchFilters,
     anchors: Sequence[IndexDocument],
     each_side: int,
     window_us: int | None,
     skip: set[str],
-) -> list[str]:
-    """The ids around each anchor, nearest first per side, from the session index alone.
+) -> list[tuple[str, str, bytes]]:
+    """(event_id, body, embedding) around each anchor, nearest first per side, each once.
 
     One statement for every anchor and both sides: a query per anchor and side was
     ~120 round trips per recall, most of its neighbour time.
@@ -118,14 +111,17 @@ def neighbour_ids(
         _AROUND.format(where=where),
         (json.dumps(placed), *params, reach, each_side, *params, reach, each_side),
     ).fetchall()
-    sides: dict[tuple[int, int], list[tuple[int, str]]] = {}
-    for n, side, ts_us, event_id in rows:
-        sides.setdefault((n, side), []).append((ts_us, event_id))
-    wanted: dict[str, None] = {}
-    for (_, side), found in sorted(sides.items()):
-        found.sort(reverse=side == 0)  # nearest first: the turns before in descending order
-        wanted.update((event_id, None) for _, event_id in found if event_id not in skip)
-    return list(wanted)
+    sides: dict[tuple[int, int], list[tuple[int, str, str, bytes]]] = {}
+    for n, side, *row in rows:
+        sides.setdefault((n, side), []).append(tuple(row))
+    wanted: dict[str, tuple[str, str, bytes]] = {}
+    for (_, side), found in sorted(sides.items(), key=lambda item: item[0]):
+        # Nearest first: the turns before in descending (ts_us, event_id) order.
+        found.sort(key=lambda row: (row[0], row[1]), reverse=side == 0)
+        for _, event_id, body, blob in found:
+            if event_id not in skip and event_id not in wanted:
+                wanted[event_id] = (event_id, body, blob)
+    return list(wanted.values())
 
 
 def scan(

@@ -20,7 +20,7 @@ import numpy.typing as npt
 
 from cogsub.core.documents import IndexDocument
 from cogsub.index.ports import Embeddings, Hit, NeighbourWindow, SearchFilters
-from cogsub.index.sqlite.reads import BY_IDS_IN_BANK, neighbour_ids
+from cogsub.index.sqlite.reads import neighbour_rows
 from cogsub.index.sqlite.text import rank_text
 from cogsub.sqlite_support import transaction
 
@@ -83,15 +83,8 @@ def _neighbours(
         return []
     skip = {h.document.event_id for h in (*text, *vector)}
     window_us = None if window.within_s is None else int(window.within_s * 1_000_000)
-    wanted = neighbour_ids(conn, ask.filters, placed, window.each_side, window_us, skip)
-    if not wanted:
-        return []
-    rows = conn.execute(
-        f"SELECT event_id, body, embedding FROM documents WHERE {BY_IDS_IN_BANK}",
-        (ask.filters.bank_id, json.dumps(wanted)),
-    ).fetchall()
-    found = {event_id: (_bare(body), blob) for event_id, body, blob in rows}
-    return [found[event_id] for event_id in wanted if event_id in found]
+    found = neighbour_rows(conn, ask.filters, placed, window.each_side, window_us, skip)
+    return [(_bare(body), blob) for _, body, blob in found]
 
 
 def _by_doc_id(
