@@ -999,6 +999,20 @@ class MemoryIndexContract:
         )
         assert asked_not.newest_versions == {}
 
+    async def test_recall_candidates_check_the_vector_as_search_vector_does(
+        self, index: MemoryIndex, bank: str
+    ) -> None:
+        await index.upsert([self.doc(bank, "a", summary="kiwi")])
+        filters = SearchFilters(bank_id=bank)
+        with pytest.raises(InvalidInputError):
+            await index.recall_candidates("kiwi", [1.0, 0.0], filters, text_pool=5, vector_pool=5)
+        if not self.supports_vector_search:
+            # A backend without k-NN says so in our terms, as search_vector does.
+            with pytest.raises(ConfigurationError):
+                await index.recall_candidates(
+                    "kiwi", axis(self.dimension), filters, text_pool=5, vector_pool=5
+                )
+
     async def test_recall_candidates_see_a_second_instance_s_writes(
         self, session: IndexSession, bank: str
     ) -> None:

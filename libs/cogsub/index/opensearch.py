@@ -319,6 +319,63 @@ class OpenSearchMemoryIndex:
             body, filters.bank_id, "k-NN search", bad_request=ConfigurationError
         )
 
+    async def search_both(
+        self,
+        query: str,
+        vector: Sequence[float],
+        filters: SearchFilters,
+        *,
+        text_size: int,
+        vector_size: int,
+    ) -> tuple[list[Hit], list[Hit]]:
+        """``search_text`` and ``search_vector`` answered by one ``_msearch``.
+
+        Raises:
+            InvalidInputError: a vector of the wrong length.
+            ConfigurationError: the cluster cannot run k-NN queries.
+        """
+        queries.check_size(text_size)
+        queries.check_size(vector_size)
+        searches: list[tuple[str, dict[str, Any]]] = []
+        terms = query_terms(query)
+        if terms and text_size:
+            body = queries.text_query(join_terms(terms), filters, text_size, tag_terms=terms)
+            searches.append(("text", body))
+        dimension = await self._required_dimension()
+        if len(vector) != dimension:
+            raise InvalidInputError([FieldProblem("vector", f"must have {dimension} values")])
+        if vector_size:
+            k = max(vector_size, self._knn_candidates)
+            searches.append(("vector", queries.knn_query(vector, filters, vector_size, k=k)))
+        kinds = [kind for kind, _ in searches]
+        found = dict(zip(kinds, await self._msearch(searches, filters), strict=True))
+        return found.get("text", []), found.get("vector", [])
+
+    async def _msearch(
+        self, searches: Sequence[tuple[str, dict[str, Any]]], filters: SearchFilters
+    ) -> list[list[Hit]]:
+        """The hits of each (kind, body) search, sent as one ``_msearch``."""
+        if not searches:
+            return []
+        lines: list[dict[str, Any]] = []
+        for _, body in searches:
+            lines += [{"index": self._index}, body]
+        with _translated("recall search"):
+            response = await self._client.msearch(body=lines)
+        answers = []
+        for (kind, _), answer in zip(searches, response["responses"], strict=True):
+            if "error" in answer:
+                refused = ConfigurationError if kind == "vector" else CogsubError
+                raise refused(f"opensearch refused a {kind} search: {answer['error']}")
+            hits = []
+            for raw in answer["hits"]["hits"]:
+                doc = _document(raw["_source"])
+                if doc.bank_id != filters.bank_id:  # guards the query builder, as _search does
+                    raise CogsubError(f"opensearch returned a document of bank {doc.bank_id!r}")
+                hits.append(Hit(document=doc, score=float(raw["_score"])))
+            answers.append(hits)
+        return answers
+
     async def update(self, bank_id: str, event_id: str, patch: DocumentPatch) -> IndexDocument:
         """Apply ``patch`` with compare-and-set on ``_seq_no``, retrying lost races.
 

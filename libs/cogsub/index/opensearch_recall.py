@@ -1,16 +1,15 @@
 """``recall_candidates`` for OpenSearch, composed of the adapter's own calls.
 
-Not yet one trip: the text and k-NN searches go together, then one ``_msearch``
-for the neighbour window, then scans for procedure versions when a procedure is
-among the candidates (two or three requests a recall). Folding all of it into
-one ``_msearch`` needs the neighbour anchors before the searches have answered,
-which a single request cannot express; the answers are the ones the contract
-asks for either way.
+Not yet one trip: one ``_msearch`` for the text and k-NN searches, then one for
+the neighbour window around their best hits, then scans for procedure versions
+when a procedure is among the candidates (two requests a recall, three with a
+procedure). Folding them into one request needs the neighbour anchors before
+the searches have answered, which a single ``_msearch`` cannot express; the
+answers are the ones the contract asks for either way.
 """
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Collection, Sequence
 from dataclasses import replace
 from typing import Protocol
@@ -32,13 +31,17 @@ VERSION_PAGE = 500
 
 
 class SeparateReads(Protocol):
-    """The calls a composed recall is made of (any MemoryIndex has them)."""
+    """The calls a composed recall is made of."""
 
-    async def search_text(self, query: str, filters: SearchFilters, *, size: int) -> list[Hit]: ...
-
-    async def search_vector(
-        self, vector: Sequence[float], filters: SearchFilters, *, size: int
-    ) -> list[Hit]: ...
+    async def search_both(
+        self,
+        query: str,
+        vector: Sequence[float],
+        filters: SearchFilters,
+        *,
+        text_size: int,
+        vector_size: int,
+    ) -> tuple[list[Hit], list[Hit]]: ...
 
     async def neighbours(
         self,
@@ -67,9 +70,8 @@ async def composed_candidates(
     procedure_versions: bool,
 ) -> Candidates:
     """What ``MemoryIndex.recall_candidates`` answers, from the separate calls."""
-    text, vector = await asyncio.gather(
-        index.search_text(query_text, filters, size=text_pool),
-        index.search_vector(query_vector, filters, size=vector_pool),
+    text, vector = await index.search_both(
+        query_text, query_vector, filters, text_size=text_pool, vector_size=vector_pool
     )
     near: list[IndexDocument] = []
     if neighbours is not None and neighbours.anchors_each > 0 and neighbours.each_side > 0:
