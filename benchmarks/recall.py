@@ -42,7 +42,7 @@ from benchmarks.english_corpus import (
 )
 from benchmarks.results import record
 from cogsub.archive.filesystem import FilesystemArchive
-from cogsub.bus.memory import MemoryEventBus
+from cogsub.bus.memory import InMemoryEventBus
 from cogsub.core import IndexDocument, format_timestamp
 from cogsub.core.memory import RecallRequest
 from cogsub.embeddings.hash import HashEmbedder
@@ -297,7 +297,7 @@ async def bench_store(store: Store, minilm: MiniLMEmbedder, workdir: Path | None
         index = SqliteMemoryIndex(Path(tmp) / "index.sqlite3")
         archive = FilesystemArchive(Path(tmp) / "archive")
         await fill(index, archive, store, own.embed)
-        bus = MemoryEventBus()
+        bus = InMemoryEventBus()
         timed_own, timed_minilm = TimedEmbedder(own), TimedEmbedder(minilm)
         _, excluded = await time_recalls(
             MemoryService(bus=bus, archive=archive, index=index, embedder=timed_own),

@@ -9,7 +9,7 @@ import pytest
 pytest.register_assert_rewrite("tests.contract.archive_contract")
 
 from cogsub.archive.filesystem import FilesystemArchive  # noqa: E402
-from cogsub.archive.memory import MemoryArchive  # noqa: E402
+from cogsub.archive.memory import InMemoryArchive  # noqa: E402
 from cogsub.archive.ports import ArchiveStore  # noqa: E402
 from tests.contract.archive_contract import ArchiveFactory, ArchiveStoreContract  # noqa: E402
 
@@ -23,12 +23,12 @@ class TestFilesystemArchive(ArchiveStoreContract):
         return make
 
 
-class TestMemoryArchive(ArchiveStoreContract):
+class TestInMemoryArchive(ArchiveStoreContract):
     @pytest.fixture
     def archive_factory(self) -> ArchiveFactory:
         objects: dict[str, bytes] = {}
 
         def make() -> ArchiveStore:
-            return MemoryArchive(objects=objects)
+            return InMemoryArchive(objects=objects)
 
         return make

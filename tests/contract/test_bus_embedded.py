@@ -8,7 +8,7 @@ import pytest
 
 pytest.register_assert_rewrite("tests.contract.bus_contract")
 
-from cogsub.bus.memory import MemoryBusState, MemoryEventBus  # noqa: E402
+from cogsub.bus.memory import InMemoryBusState, InMemoryEventBus  # noqa: E402
 from cogsub.bus.ports import EventBus  # noqa: E402
 from cogsub.bus.sqlite import SqliteEventBus  # noqa: E402
 from tests.contract.bus_contract import BusFactory, EventBusContract  # noqa: E402
@@ -23,12 +23,12 @@ class TestSqliteEventBus(EventBusContract):
         return make
 
 
-class TestMemoryEventBus(EventBusContract):
+class TestInMemoryEventBus(EventBusContract):
     @pytest.fixture
     def bus_factory(self) -> BusFactory:
-        state = MemoryBusState()
+        state = InMemoryBusState()
 
         def make() -> EventBus:
-            return MemoryEventBus(state=state)
+            return InMemoryEventBus(state=state)
 
         return make

@@ -17,7 +17,7 @@ from cogsub.core.errors import (
 )
 
 
-class MemoryArchive:
+class InMemoryArchive:
     """An ArchiveStore held in a dict; pass one ``objects`` dict to several archives to share it."""
 
     def __init__(self, *, objects: dict[str, bytes] | None = None) -> None:

@@ -1,6 +1,6 @@
 """The EventBus port and its embedded adapters (SQLite log, in-memory fake)."""
 
-from cogsub.bus.memory import MemoryBusState, MemoryEventBus
+from cogsub.bus.memory import InMemoryBusState, InMemoryEventBus
 from cogsub.bus.ports import (
     Consumer,
     EventBus,
@@ -16,8 +16,8 @@ __all__ = [
     "Consumer",
     "EventBus",
     "Headers",
-    "MemoryBusState",
-    "MemoryEventBus",
+    "InMemoryBusState",
+    "InMemoryEventBus",
     "PartitionOffsets",
     "Published",
     "Record",

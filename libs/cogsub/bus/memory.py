@@ -1,6 +1,6 @@
 """In-memory EventBus: the same semantics as the durable adapters, without durability.
 
-A ``MemoryEventBus`` keeps its log in a ``MemoryBusState``. Buses built over the
+A ``InMemoryEventBus`` keeps its log in a ``InMemoryBusState``. Buses built over the
 same state object behave like reopening one durable log, which is how tests
 check restart behaviour (commit then resume, redelivery of uncommitted records)
 without a file. Like the embedded SQLite bus, a group has one live consumer at
@@ -39,8 +39,8 @@ Slot = tuple[str, int]
 
 
 @dataclass
-class MemoryBusState:
-    """The log that survives a ``MemoryEventBus`` being closed and built again."""
+class InMemoryBusState:
+    """The log that survives a ``InMemoryEventBus`` being closed and built again."""
 
     topics: dict[str, list[list[Record]]] = field(default_factory=dict)
     committed: dict[tuple[str, str, int], int] = field(default_factory=dict)
@@ -54,11 +54,11 @@ class MemoryBusState:
                 waiter.set_result(None)
 
 
-class MemoryEventBus:
+class InMemoryEventBus:
     """An EventBus held in memory; pass one ``state`` to several buses to "reopen" it."""
 
-    def __init__(self, *, state: MemoryBusState | None = None) -> None:
-        self.state = state if state is not None else MemoryBusState()
+    def __init__(self, *, state: InMemoryBusState | None = None) -> None:
+        self.state = state if state is not None else InMemoryBusState()
         self._round_robin = itertools.count()
         self._closed = False
 
@@ -119,7 +119,7 @@ class MemoryEventBus:
     def consumer(self, topics: Sequence[str], *, group: str) -> Consumer:
         """The consumer of ``group``; it claims the group on first use."""
         self._check_open()
-        return _MemoryConsumer(self.state, tuple(topics), group)
+        return _InMemoryConsumer(self.state, tuple(topics), group)
 
     async def topic_stats(self, topic: str, *, group: str | None = None) -> TopicStats:
         """End offsets of every partition, and ``group``'s committed offsets."""
@@ -163,10 +163,10 @@ def _partition(partitions: list[list[Record]], topic: str, partition: int) -> li
     return partitions[partition]
 
 
-class _MemoryConsumer:
+class _InMemoryConsumer:
     """The single live consumer of a group."""
 
-    def __init__(self, state: MemoryBusState, topics: tuple[str, ...], group: str) -> None:
+    def __init__(self, state: InMemoryBusState, topics: tuple[str, ...], group: str) -> None:
         self._state = state
         self._topics = topics
         self._group = group

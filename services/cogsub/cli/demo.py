@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from cogsub.archive.filesystem import FilesystemArchive
-from cogsub.bus.memory import MemoryEventBus
+from cogsub.bus.memory import InMemoryEventBus
 from cogsub.core import (
     EXPERIENCE_ENRICHED,
     EXPERIENCE_INDEX,
@@ -82,7 +82,7 @@ async def _demo(out: Path) -> dict[str, Any]:
             elapsed = round((time.perf_counter() - started) * 1000, 3)
             trace.append({"stage": stage.value, "eventIds": list(event_ids), "elapsedMs": elapsed})
 
-    bus = MemoryEventBus()
+    bus = InMemoryEventBus()
     archive = FilesystemArchive(out / "object-store")
     index = SqliteMemoryIndex(":memory:")
     worker = IngestionWorker(
@@ -111,7 +111,7 @@ async def _demo(out: Path) -> dict[str, Any]:
     return summary
 
 
-async def _read_topics(bus: MemoryEventBus) -> dict[str, Any]:
+async def _read_topics(bus: InMemoryEventBus) -> dict[str, Any]:
     found: dict[str, Any] = {}
     for topic in (EXPERIENCE_ENRICHED, MEMORY_INDEXED):
         consumer = bus.consumer([topic], group="demo-reader")

@@ -1,4 +1,4 @@
-"""MemoryEventBus behaviour beyond the contract: one consumer per group, closed buses."""
+"""InMemoryEventBus behaviour beyond the contract: one consumer per group, closed buses."""
 
 from __future__ import annotations
 
@@ -6,14 +6,14 @@ from collections import Counter
 
 import pytest
 
-from cogsub.bus.memory import MemoryBusState, MemoryEventBus
+from cogsub.bus.memory import InMemoryBusState, InMemoryEventBus
 from cogsub.core.errors import ConfigurationError, NotFoundError, UnavailableError
 from cogsub.core.topics import TopicSpec
 
 
 async def test_a_second_live_consumer_of_a_group_is_refused() -> None:
-    state = MemoryBusState()
-    bus, other = MemoryEventBus(state=state), MemoryEventBus(state=state)
+    state = InMemoryBusState()
+    bus, other = InMemoryEventBus(state=state), InMemoryEventBus(state=state)
     await bus.ensure_topics([TopicSpec("t", 2)])
     first = bus.consumer(["t"], group="g")
     second = other.consumer(["t"], group="g")
@@ -26,7 +26,7 @@ async def test_a_second_live_consumer_of_a_group_is_refused() -> None:
 
 
 async def test_poll_is_fair_across_partitions() -> None:
-    bus = MemoryEventBus()
+    bus = InMemoryEventBus()
     await bus.ensure_topics([TopicSpec("t", 3)])
     for _ in range(90):
         await bus.publish("t", b"x")
@@ -37,7 +37,7 @@ async def test_poll_is_fair_across_partitions() -> None:
 
 
 async def test_unknown_topics_and_closed_buses() -> None:
-    bus = MemoryEventBus()
+    bus = InMemoryEventBus()
     consumer = bus.consumer(["missing"], group="g")
     with pytest.raises(NotFoundError):
         await consumer.poll(max_records=1, timeout_s=0)
@@ -50,7 +50,7 @@ async def test_unknown_topics_and_closed_buses() -> None:
 
 
 async def test_publish_many_appends_in_order_all_or_nothing() -> None:
-    bus = MemoryEventBus()
+    bus = InMemoryEventBus()
     await bus.ensure_topics([TopicSpec("t", 1), TopicSpec("u", 2)])
     published = await bus.publish_many(
         [("t", b"a", None, None), ("u", b"b", b"k", (("h", b"1"),)), ("t", b"c", None, None)]

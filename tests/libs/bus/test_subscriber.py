@@ -17,7 +17,7 @@ from cogsub.bus.dead_letters import (
     DLQ_SOURCE_HEADER,
     DeadLetter,
 )
-from cogsub.bus.memory import MemoryEventBus
+from cogsub.bus.memory import InMemoryEventBus
 from cogsub.bus.middleware import LogContext, TracedDeadLetters, log_context
 from cogsub.bus.ports import Consumer, Record
 from cogsub.bus.retry import Backoff
@@ -65,8 +65,8 @@ class Handler:
         self.commits.append(outcome)
 
 
-async def _bus(values: Sequence[bytes]) -> MemoryEventBus:
-    bus = MemoryEventBus()
+async def _bus(values: Sequence[bytes]) -> InMemoryEventBus:
+    bus = InMemoryEventBus()
     await bus.ensure_topics([TopicSpec(TOPIC, 1), TopicSpec(DLQ, 1)])
     for value in values:
         await bus.publish(TOPIC, value, key=value, headers=(("origin", b"test"),))
@@ -90,7 +90,7 @@ def _subscriber(
     return Subscriber(bus, subscription, handler, acks=acks, middlewares=[LogContext()])  # type: ignore[arg-type]
 
 
-async def _lag(bus: MemoryEventBus) -> int:
+async def _lag(bus: InMemoryEventBus) -> int:
     return (await bus.topic_stats(TOPIC, group=GROUP)).lag
 
 
@@ -102,7 +102,7 @@ async def _until(holds: Callable[[], bool]) -> None:
     raise AssertionError("the condition never held")
 
 
-async def _until_committed(bus: MemoryEventBus) -> None:
+async def _until_committed(bus: InMemoryEventBus) -> None:
     for _ in range(2_000):
         if not await _lag(bus):
             return
@@ -229,7 +229,7 @@ class RefusesFirstCommit:
 
 
 class RebalancingBus:
-    def __init__(self, inner: MemoryEventBus) -> None:
+    def __init__(self, inner: InMemoryEventBus) -> None:
         self._inner = inner
         self.consumers: list[RefusesFirstCommit] = []
 

@@ -8,7 +8,7 @@ from collections.abc import AsyncIterator
 
 import pytest
 
-from cogsub.bus.memory import MemoryEventBus
+from cogsub.bus.memory import InMemoryEventBus
 from cogsub.core.topics import EXPERIENCE_RAW_DLQ as DLQ
 from cogsub.core.topics import STAGE1_TOPICS
 from cogsub.deadletters.letters import RejectionBook
@@ -21,14 +21,14 @@ HEADERS = {DLQ_KIND_HEADER: b"invalid"}
 
 
 @pytest.fixture
-async def bus() -> AsyncIterator[MemoryEventBus]:
-    bus = MemoryEventBus()
+async def bus() -> AsyncIterator[InMemoryEventBus]:
+    bus = InMemoryEventBus()
     await bus.ensure_topics(STAGE1_TOPICS)
     yield bus
     await bus.close()
 
 
-async def test_it_starts_at_the_end_and_notes_what_comes_after(bus: MemoryEventBus) -> None:
+async def test_it_starts_at_the_end_and_notes_what_comes_after(bus: InMemoryEventBus) -> None:
     await bus.publish(DLQ, OLD, key=b"old", headers=HEADERS)
     book = RejectionBook()
     watch = DeadLetterWatch(bus=bus, book=book)
@@ -41,7 +41,7 @@ async def test_it_starts_at_the_end_and_notes_what_comes_after(bus: MemoryEventB
     assert book.rejection_for("alice", "old", OLD) is None  # answered before this process
 
 
-async def test_a_waiting_retain_wakes_an_idle_watch(bus: MemoryEventBus) -> None:
+async def test_a_waiting_retain_wakes_an_idle_watch(bus: InMemoryEventBus) -> None:
     book = RejectionBook()
     watch = DeadLetterWatch(bus=bus, book=book, idle_interval_s=60.0)
     await watch.start()
@@ -60,7 +60,7 @@ async def test_a_waiting_retain_wakes_an_idle_watch(bus: MemoryEventBus) -> None
 
 
 async def test_a_topic_made_after_the_start_is_followed_from_its_first_letter() -> None:
-    bus = MemoryEventBus()  # no topics yet: the watch starts with nothing to follow
+    bus = InMemoryEventBus()  # no topics yet: the watch starts with nothing to follow
     try:
         book = RejectionBook()
         watch = DeadLetterWatch(bus=bus, book=book)

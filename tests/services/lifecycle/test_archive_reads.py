@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import asyncio
 
-from cogsub.archive.memory import MemoryArchive
+from cogsub.archive.memory import InMemoryArchive
 from cogsub.lifecycle.archive_reads import bounded, chunks, read_many
 
 
 async def test_read_many_keeps_the_order_and_skips_what_is_gone() -> None:
-    archive = MemoryArchive(objects={"a": b"1", "c": b"3", "b": b"2"})
+    archive = InMemoryArchive(objects={"a": b"1", "c": b"3", "b": b"2"})
     bodies = await read_many(archive, ["c", "gone", "a"])
     assert list(bodies.items()) == [("c", b"3"), ("a", b"1")]
 
