@@ -72,9 +72,10 @@ class SqliteMemoryIndex:
         self._db = Connections(
             os.fspath(path), busy_timeout_s=busy_timeout_s, checkpoint_pages=checkpoint_pages
         )
-        # Changed by the writer as it commits and searched by recall on the readers: held
-        # under the lock for a catch-up, an apply or a search (a few ms), never for SQL
-        # that may wait on the disk.
+        # Changed by the writer as it commits and searched by recall on the readers, each
+        # under the lock: an apply or a search takes a few ms; a catch-up reads the rows
+        # another connection committed (the first one, every vector: as long as the writer
+        # took before, when only its thread built the cache).
         self._vectors: VectorCache | None = None
         self._vectors_lock = threading.Lock()
         self._data_version = -1
