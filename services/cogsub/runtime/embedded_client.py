@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import asyncio
 import atexit
-import concurrent.futures.thread  # noqa: F401  # its exit hook goes in before ours
+import concurrent.futures.thread as futures_thread  # its exit hook goes in before ours
 import contextlib
 import threading
 from collections.abc import Coroutine
@@ -35,9 +35,12 @@ from pathlib import Path
 from typing import Any, Literal, TypeVar
 
 import httpx
+import structlog
 
 from cogsub.runtime.settings import Settings
 from cogsub.runtime.wiring import RunningApi, embedded_settings, running_api
+
+log = structlog.get_logger("cogsub.sdk")
 
 T = TypeVar("T")
 START_TIMEOUT_S = 120.0  # loading the MiniLM model on a busy machine takes a while
@@ -212,8 +215,27 @@ def _close_at_exit(transport: EmbeddedTransport) -> None:
 
 
 def _close_left_open() -> None:
+    # The hook runs before the interpreter joins the program's own threads: a thread
+    # still using the client after ``main`` returned must finish first.
+    for thread in _program_threads():
+        thread.join()
     for transport in list(_left_open):
-        transport.close()
+        try:
+            transport.close()
+        except Exception:  # one client failing to close must not keep the others open
+            log.warning("embedded_client_close_failed", exc_info=True)
+
+
+def _program_threads() -> list[threading.Thread]:
+    """Live non-daemon threads but this one and the thread pools' idle workers."""
+    return [
+        thread
+        for thread in threading.enumerate()
+        if thread is not threading.current_thread()
+        and thread is not threading.main_thread()
+        and not thread.daemon
+        and getattr(thread, "_target", None) is not futures_thread._worker
+    ]
 
 
 async def _make_async(settings: Settings) -> AsyncEmbeddedTransport:

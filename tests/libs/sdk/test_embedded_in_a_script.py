@@ -70,3 +70,28 @@ def test_a_script_that_never_closes_its_client_exits_cleanly(tmp_path: Path):
     # Closed at exit: its workers stopped and gave their consumer groups back.
     with sqlite3.connect(data / "bus.sqlite3") as bus:
         assert bus.execute("SELECT group_name FROM group_leases").fetchall() == []
+
+
+USED_AFTER_MAIN = textwrap.dedent(
+    """
+    import sys, threading, time
+    from cogsub.sdk import MemoryClient
+
+    cm = MemoryClient.embedded(sys.argv[1], embedder="hash")
+
+    def later():
+        time.sleep(0.5)
+        print("recallable", cm.retain("script-bank", "Kept late.", wait=True).recallable)
+
+    threading.Thread(target=later).start()
+    print("main done")
+    """
+)
+
+
+@pytest.mark.timeout(300)
+def test_a_thread_using_the_client_after_main_returns_finishes_first(tmp_path: Path):
+    done = _script(tmp_path, USED_AFTER_MAIN, str(tmp_path / "data"))
+    assert done.returncode == 0, done.stderr
+    assert done.stdout == "main done\nrecallable True\n"
+    assert done.stderr == ""
