@@ -7,7 +7,8 @@ the same message again (after a backoff) or to dead-letter it.
     ├── InvalidInputError          bad data from outside; names the field and the rule
     │   └── InvalidEventError      an experience event that fails validation
     ├── ConflictError              the same identity with different content
-    │   └── ObjectExistsError      a write-once object is already there
+    │   ├── ObjectExistsError      a write-once object is already there
+    │   └── NotConfiguredError     a feature whose settings are not set
     ├── NotFoundError              asked for something that does not exist
     ├── UnavailableError           a backend is down or throttling (retryable)
     ├── ConfigurationError         settings that cannot work together
@@ -66,6 +67,12 @@ class ObjectExistsError(ConflictError):
     def __init__(self, key: str) -> None:
         self.key = key
         super().__init__(f"archive object already exists and is never overwritten: {key}")
+
+
+class NotConfiguredError(ConflictError):
+    """A feature was asked for whose settings are not set; the message names them."""
+
+    error_type = "not_configured"
 
 
 class NotFoundError(CogsubError):

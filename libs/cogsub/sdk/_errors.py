@@ -8,7 +8,8 @@ client raises the domain error the server raised, carrying the server's message:
     │   └── RejectedInputError   422 ``rejected``: ingestion refused it (a RejectedError too)
     ├── NotFoundError            404
     ├── ConflictError            409
-    │   └── RejectedConflictError  409 ``rejected``: it clashes with what is archived
+    │   ├── RejectedConflictError  409 ``rejected``: it clashes with what is archived
+    │   └── NotConfiguredError     409 ``not_configured``: the server lacks a setting
     ├── UnavailableError         503, 502, 504, connection failures, timeouts (retryable)
     ├── AuthenticationError      401: no key, or a key the server does not know
     └── PermissionDeniedError    403: the key does not grant that bank
@@ -30,6 +31,7 @@ from cogsub.core.errors import (
     ConflictError,
     FieldProblem,
     InvalidInputError,
+    NotConfiguredError,
     NotFoundError,
     PermissionDeniedError,
     RejectedConflictError,
@@ -78,6 +80,8 @@ def error_for(status_code: int, content: bytes) -> CogsubError:
     text = message or f"HTTP {status_code}"
     if kind_name == RejectedError.error_type and 400 <= status_code < 500:
         return _rejected(status_code, text, problems)
+    if kind_name == NotConfiguredError.error_type and status_code == 409:
+        return NotConfiguredError(text)
     if status_code in (413, 422) or (400 <= status_code < 500 and problems):
         if status_code == 413 and not problems:
             problems = [FieldProblem("(body)", text)]

@@ -10,6 +10,7 @@
 | AuthenticationError                      | 401    | unauthenticated   |
 | PermissionDeniedError                    | 403    | forbidden         |
 | NotFoundError, unknown route             | 404    | not_found         |
+| NotConfiguredError (e.g. no chat model)  | 409    | not_configured    |
 | ConflictError                            | 409    | conflict          |
 | body over the limit                      | 413    | payload_too_large |
 | UnavailableError                         | 503    | unavailable (+ Retry-After) |
@@ -37,6 +38,7 @@ from cogsub.core.errors import (
     ConflictError,
     FieldProblem,
     InvalidInputError,
+    NotConfiguredError,
     NotFoundError,
     PermissionDeniedError,
     RejectedConflictError,
@@ -56,6 +58,7 @@ _BY_CLASS: tuple[tuple[type[CogsubError], int, str], ...] = (
     (AuthenticationError, 401, "unauthenticated"),
     (PermissionDeniedError, 403, "forbidden"),
     (NotFoundError, 404, "not_found"),
+    (NotConfiguredError, 409, "not_configured"),
     (ConflictError, 409, "conflict"),
     (UnavailableError, 503, "unavailable"),
 )
