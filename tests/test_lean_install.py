@@ -21,7 +21,7 @@ from scripts.module_sizes import ModuleSize, main, oversized, render
 # Imported only by processes that run the distributed backend (cogsub.runtime.wiring).
 DISTRIBUTED_ADAPTERS = (
     "cogsub.bus.kafka",
-    "cogsub.bus.kafka_group",
+    "cogsub.bus.kafka.group_repairs",
     "cogsub.archive.s3",
     "cogsub.index.opensearch",
 )
