@@ -1,0 +1,201 @@
+"""A context block: one recall laid out the way an agent acts on it (pure, but for one call).
+
+Sections come in the order an agent needs them: rules (preferences, then
+standing corrections), procedures (numbered steps, with their version), the
+profile, facts and observations (with their dates), then reasoning. Each item
+starts with its memory id, so whatever the agent acts on can be traced back.
+
+The budget is the whole markdown block — headings, ids and dates included —
+counted with recall's own token estimate, so "1,000 tokens" means the same in
+both. Items are admitted best-ranked first, each whole or not at all: one that
+would overflow is skipped and the next-ranked tried, as recall's budget does.
+What is no longer true is left out before the budget is spent: a memory
+superseded by another, an older version of a procedure, and a second copy of
+the same words.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from typing import Protocol
+
+from cogsub.core.context import (
+    ContextBlock,
+    ContextFormat,
+    ContextItem,
+    ContextRequest,
+    ContextSection,
+    SectionName,
+)
+from cogsub.core.events import FactType
+from cogsub.core.memory import (
+    MAX_RECALL_K,
+    MemoryHit,
+    RecallRequest,
+    RecallResponse,
+    procedure_text,
+)
+from cogsub.recall.ranking import estimate_tokens, procedure_version
+from cogsub.recall.retain import same_content_key
+
+SECTION_TITLES = {
+    SectionName.RULES: "Rules",
+    SectionName.PROCEDURES: "Procedures",
+    SectionName.PROFILE: "Profile",
+    SectionName.FACTS: "Facts",
+    SectionName.REASONING: "Reasoning",
+}
+SECTION_ORDER = tuple(SECTION_TITLES)
+_SECTION_OF: dict[FactType | None, SectionName] = {
+    FactType.PREFERENCE: SectionName.RULES,
+    FactType.CORRECTION: SectionName.RULES,
+    FactType.PROCEDURE: SectionName.PROCEDURES,
+    FactType.PROFILE: SectionName.PROFILE,
+    FactType.WORLD: SectionName.FACTS,
+    FactType.EXPERIENCE: SectionName.FACTS,
+    FactType.OBSERVATION: SectionName.FACTS,
+    None: SectionName.FACTS,  # an untyped experience is still something that happened
+    FactType.REASONING: SectionName.REASONING,
+}
+# Within the rules, what the user prefers comes before what they corrected.
+_RULE_RANK = {FactType.PREFERENCE: 0, FactType.CORRECTION: 1}
+_INDENT = "  "
+
+
+class Recalls(Protocol):
+    """The one recall a context block is laid out from."""
+
+    async def recall(self, bank_id: str, request: RecallRequest) -> RecallResponse: ...
+
+
+async def context_block(memory: Recalls, bank_id: str, request: ContextRequest) -> ContextBlock:
+    """Recall once for ``request.query`` and lay the results out within ``request.max_tokens``.
+
+    Recall's own budget counts texts alone, a lower bound of what their lines cost here,
+    so it never leaves out a memory the block could still hold.
+    """
+    recalled = await memory.recall(bank_id, recall_request_for(request))
+    return lay_out(bank_id, request, recalled.results)
+
+
+def recall_request_for(request: ContextRequest) -> RecallRequest:
+    """The recall behind a context block: as many memories as recall gives, newest versions."""
+    return RecallRequest(
+        query=request.query,
+        types=request.types,
+        tags=request.tags,
+        k=MAX_RECALL_K,
+        max_tokens=request.max_tokens,
+        session_id=request.session_id,
+    )
+
+
+def lay_out(bank_id: str, request: ContextRequest, ranked: Sequence[MemoryHit]) -> ContextBlock:
+    """The block of ``ranked`` (best first) for ``request``: standing memories, within budget."""
+    chosen: list[MemoryHit] = []
+    for hit in standing(ranked):
+        if _tokens(render_markdown(_sections([*chosen, hit]))) <= request.max_tokens:
+            chosen.append(hit)
+    sections = _sections(chosen)
+    text = render_markdown(sections)
+    return ContextBlock(
+        bank_id=bank_id,
+        query=request.query,
+        format=request.format,
+        tokens=_tokens(text),
+        max_tokens=request.max_tokens,
+        text=text if request.format is ContextFormat.MARKDOWN else "",
+        sections=sections,
+    )
+
+
+def standing(ranked: Sequence[MemoryHit]) -> list[MemoryHit]:
+    """``ranked`` without what is superseded or repeated, in the same order.
+
+    Recall already drops superseded memories by default; the layout checks again
+    so that a block never shows two versions of one procedure, whatever it was given.
+    """
+    replaced = {old for hit in ranked for old in hit.supersedes}
+    newest: dict[str, int] = {}
+    for hit in ranked:
+        found = _procedure(hit)
+        if found is not None:
+            newest[found[0]] = max(found[1], newest.get(found[0], found[1]))
+    seen_ids: set[str] = set()
+    seen_texts: set[str] = set()
+    kept = []
+    for hit in ranked:
+        found = _procedure(hit)
+        older = found is not None and found[1] < newest[found[0]]
+        key = same_content_key(hit.text)
+        if hit.superseded_by or hit.id in replaced or older:
+            continue
+        if hit.id in seen_ids or key in seen_texts:
+            continue
+        seen_ids.add(hit.id)
+        seen_texts.add(key)
+        kept.append(hit)
+    return kept
+
+
+def _procedure(hit: MemoryHit) -> tuple[str, int] | None:
+    if hit.fact_type is not FactType.PROCEDURE:
+        return None
+    return procedure_version(hit.tags)
+
+
+def _sections(chosen: Iterable[MemoryHit]) -> list[ContextSection]:
+    """The chosen memories by section, in section order; rank order within each."""
+    by_section: dict[SectionName, list[MemoryHit]] = {name: [] for name in SECTION_ORDER}
+    for hit in chosen:
+        by_section[_SECTION_OF[hit.fact_type]].append(hit)
+    # A stable sort keeps rank order among preferences and among corrections.
+    by_section[SectionName.RULES].sort(key=lambda h: _RULE_RANK[h.fact_type or FactType.CORRECTION])
+    return [
+        ContextSection(name=name, items=[_item(h) for h in hits])
+        for name, hits in by_section.items()
+        if hits
+    ]
+
+
+def _item(hit: MemoryHit) -> ContextItem:
+    return ContextItem(
+        memory_id=hit.id,
+        type=hit.fact_type,
+        text=_procedure_block(hit) if hit.fact_type is FactType.PROCEDURE else hit.text,
+        timestamp=hit.timestamp,
+        version=hit.version,
+        score=hit.score,
+    )
+
+
+def _procedure_block(hit: MemoryHit) -> str:
+    if hit.steps:
+        return procedure_text(hit.steps, hit.rationale)
+    return hit.text
+
+
+def render_markdown(sections: Sequence[ContextSection]) -> str:
+    """The prompt-ready block: one ``##`` heading per section, one bullet per memory."""
+    return "\n\n".join(
+        "\n".join([f"## {SECTION_TITLES[s.name]}", *(_line(s.name, i) for i in s.items)])
+        for s in sections
+    )
+
+
+def _line(section: SectionName, item: ContextItem) -> str:
+    """One memory as a bullet led by its id; its further lines indented under it."""
+    if section is SectionName.PROCEDURES:
+        version = f" v{item.version}" if item.version is not None else ""
+        head, rest = f"procedure{version}:", item.text.splitlines()
+    else:
+        first, *rest = item.text.splitlines() or [""]
+        head = f"({item.type}) {first}" if section is SectionName.RULES else first
+        if section is SectionName.FACTS:
+            kind = f" {item.type}" if item.type is not None else ""
+            head = f"{item.timestamp[:10]}{kind}: {first}"
+    return "\n".join([f"- [{item.memory_id}] {head}", *(_INDENT + line for line in rest)])
+
+
+def _tokens(text: str) -> int:
+    return estimate_tokens(text) if text else 0
