@@ -6,9 +6,10 @@ time the call, or run it inside a context. The base class passes everything
 through, so a middleware overrides only the calls it wraps.
 
 Here: per-batch log context (:class:`LogContext`), a consumer span per record
-joined to the producer's trace (:class:`ConsumerSpans`) and a failed span for
+joined to the producer's trace (:class:`ConsumerSpans`), a failed span for
 every dead letter the runtime sends, whose context travels on the letter
-(:class:`TracedDeadLetters`).
+(:class:`TracedDeadLetters`), and each step's time, records and dead letters
+counted for the process's metrics (:class:`ConsumerMetrics`).
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ from __future__ import annotations
 import time
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, replace
-from typing import TypeVar
+from typing import Protocol, TypeVar
 
 import structlog
 from opentelemetry import trace
@@ -212,3 +213,57 @@ class TracedDeadLetters(Middleware):
             await proceed(replace(letter, headers=headers))
         finally:
             span.end()
+
+
+class ConsumerMeter(Protocol):
+    """Where :class:`ConsumerMetrics` reports (the process's metrics registry)."""
+
+    def observe_consumer_step(
+        self, *, group: str, step: str, seconds: float, records: int, failed: bool
+    ) -> None: ...
+
+    def count_consumer_dead_letter(self, *, group: str, topic: str, kind: str) -> None: ...
+
+
+class ConsumerMetrics(Middleware):
+    """Times every stage and finish of ``group``, with its records, and counts dead letters.
+
+    A step that raises is observed as failed (the runtime retries or dead-letters
+    it), so a retry storm shows as failed steps rather than as silence.
+    """
+
+    def __init__(self, meter: ConsumerMeter, *, group: str) -> None:
+        self._meter = meter
+        self._group = group
+
+    async def stage(self, call: StageInput, proceed: Callable[[StageInput], Awaitable[T]]) -> T:
+        return await self._timed("stage", len(call.records), proceed, call)
+
+    async def finish(self, call: FinishInput, proceed: Callable[[FinishInput], Awaitable[T]]) -> T:
+        return await self._timed("finish", len(call.records), proceed, call)
+
+    async def dead_letter(
+        self, letter: DeadLetter, proceed: Callable[[DeadLetter], Awaitable[None]]
+    ) -> None:
+        await proceed(letter)
+        self._meter.count_consumer_dead_letter(
+            group=self._group, topic=letter.record.topic, kind=letter.kind
+        )
+
+    async def _timed(
+        self, step: str, records: int, proceed: Callable[[I], Awaitable[T]], call: I
+    ) -> T:
+        started = time.perf_counter()
+        failed = True
+        try:
+            result = await proceed(call)
+            failed = False
+            return result
+        finally:
+            self._meter.observe_consumer_step(
+                group=self._group,
+                step=step,
+                seconds=time.perf_counter() - started,
+                records=records,
+                failed=failed,
+            )

@@ -178,6 +178,25 @@ class Metrics:
             ["topic", "group"],
             registry=r,
         )
+        self.consumer_step_seconds = Histogram(
+            "cogsub_consumer_step_seconds",
+            "One stage or finish of a consumer group's batch, by outcome (ok or failed)",
+            ["group", "step", "outcome"],
+            buckets=BATCH_BUCKETS,
+            registry=r,
+        )
+        self.consumer_records = Counter(
+            "cogsub_consumer_records",
+            "Records a consumer group's steps handled (retried steps count again)",
+            ["group", "step"],
+            registry=r,
+        )
+        self.consumer_dead_letters = Counter(
+            "cogsub_consumer_dead_letters",
+            "Records a consumer group sent to a dead-letter topic, by source topic and why",
+            ["group", "topic", "kind"],
+            registry=r,
+        )
         self.recall_seconds = Histogram(
             "cogsub_recall_seconds",
             "One recall, query to answer",
@@ -341,6 +360,16 @@ class Metrics:
         """One answered request; ``route`` is the template (``/v1/banks/{bank_id}/recall``)."""
         self.http_requests.labels(route, str(status)).inc()
         self.http_request_seconds.labels(route).observe(seconds)
+
+    def observe_consumer_step(
+        self, *, group: str, step: str, seconds: float, records: int, failed: bool
+    ) -> None:
+        outcome = "failed" if failed else "ok"
+        self.consumer_step_seconds.labels(group, step, outcome).observe(seconds)
+        self.consumer_records.labels(group, step).inc(records)
+
+    def count_consumer_dead_letter(self, *, group: str, topic: str, kind: str) -> None:
+        self.consumer_dead_letters.labels(group, topic, kind).inc()
 
     def set_lag(self, topic: str, group: str, lag: int) -> None:
         self.consumer_lag.labels(topic, group).set(lag)

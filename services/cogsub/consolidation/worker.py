@@ -25,7 +25,7 @@ import structlog
 from pydantic import TypeAdapter, ValidationError
 
 from cogsub.bus.dead_letters import DeadLetter, send
-from cogsub.bus.middleware import ConsumerSpans, LogContext
+from cogsub.bus.middleware import ConsumerSpans, LogContext, Middleware
 from cogsub.bus.ports import EventBus, Record
 from cogsub.bus.retry import Backoff, pause
 from cogsub.bus.subscriber import Subscriber, Subscription
@@ -148,6 +148,7 @@ class ConsolidationWorker:
         catch_up_s: float = CATCH_UP_S,
         messaging_system: str = "sqlite",
         backoff: Backoff | None = None,
+        middlewares: Sequence[Middleware] = (),
     ) -> None:
         self._bus = bus
         self._backlog = Backlog(bus)
@@ -173,14 +174,15 @@ class ConsolidationWorker:
             stop_grace_s=stop_grace_s,
             backoff=backoff or Backoff(),
         )
-        middlewares = [
+        chain = [
             LogContext(),
             ConsumerSpans("consolidation.process", messaging_system=messaging_system),
+            *middlewares,
         ]
         # No dead-letter topic in the ack policy: a batch that fails for good is a bug
         # or a store refusing for good, and stops the worker; bad input is dead-lettered
         # by ``finish`` itself.
-        self._subscriber = Subscriber(bus, subscription, self, middlewares=middlewares)
+        self._subscriber = Subscriber(bus, subscription, self, middlewares=chain)
 
     async def prepare(self) -> None:
         await self._bus.ensure_topics([*STAGE1_TOPICS, *CONSOLIDATION_TOPICS])

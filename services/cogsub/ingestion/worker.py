@@ -24,7 +24,7 @@ import structlog
 
 from cogsub.archive.ports import ArchiveStore
 from cogsub.bus.dead_letters import DeadLetter
-from cogsub.bus.middleware import LogContext, TracedDeadLetters
+from cogsub.bus.middleware import LogContext, Middleware, TracedDeadLetters
 from cogsub.bus.ports import Consumer, EventBus, Record
 from cogsub.bus.retry import Backoff
 from cogsub.bus.subscriber import AckPolicy, Subscriber, Subscription
@@ -103,6 +103,7 @@ class IngestionWorker:
         index_name: str = EXPERIENCE_INDEX,
         messaging_system: str = "sqlite",
         finishing_depth: int = 1,
+        middlewares: Sequence[Middleware] = (),
     ) -> None:
         self._bus = bus
         self._index = index
@@ -128,12 +129,13 @@ class IngestionWorker:
         )
         # A poison record must never stop the partition: it is found and dead-lettered.
         acks = AckPolicy(dead_letter_topic=EXPERIENCE_RAW_DLQ)
-        middlewares = [
+        chain = [
             LogContext(),
             TracedDeadLetters("experience.ingest", group=group, messaging_system=messaging_system),
+            *middlewares,
         ]
         self._subscriber = Subscriber(
-            bus, subscription, IngestionBatches(steps), middlewares=middlewares, acks=acks
+            bus, subscription, IngestionBatches(steps), middlewares=chain, acks=acks
         )
 
     async def prepare(self) -> None:

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Literal
 
 from cogsub.archive.ports import ArchiveStore
+from cogsub.bus.middleware import ConsumerMetrics
 from cogsub.bus.ports import EventBus
 from cogsub.core.errors import ConfigurationError
 from cogsub.core.topics import CONSOLIDATION_REQUEST, EXPERIENCE_ENRICHED, EXPERIENCE_RAW
@@ -342,6 +343,7 @@ def build_worker(stack: Stack) -> IngestionWorker:
         finishing_depth=ingestion.finishing_depth,
         messaging_system=stack.messaging_system,
         observer=stack.metrics.stage_observer(),
+        middlewares=[ConsumerMetrics(stack.metrics, group=ingestion.group)],
     )
 
 
@@ -440,6 +442,7 @@ def build_consolidation(stack: Stack) -> Consolidation:
         on_round=stack.metrics.record_round,
         ingestion_group=stack.settings.ingestion.group,
         messaging_system=stack.messaging_system,
+        middlewares=[ConsumerMetrics(stack.metrics, group=tuning.group)],
     )
     return Consolidation(rounds=rounds, worker=worker, extractor=extractor)
 

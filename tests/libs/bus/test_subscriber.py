@@ -18,12 +18,13 @@ from cogsub.bus.dead_letters import (
     DeadLetter,
 )
 from cogsub.bus.memory import InMemoryEventBus
-from cogsub.bus.middleware import LogContext, TracedDeadLetters, log_context
+from cogsub.bus.middleware import ConsumerMetrics, LogContext, TracedDeadLetters, log_context
 from cogsub.bus.ports import Consumer, Record
 from cogsub.bus.retry import Backoff
 from cogsub.bus.subscriber import AckPolicy, Subscriber, Subscription
 from cogsub.core.errors import ConfigurationError, UnavailableError
 from cogsub.core.topics import TopicSpec
+from cogsub.telemetry.metrics import Metrics
 from cogsub.telemetry.tracing import context_from_headers
 
 TOPIC, DLQ, GROUP = "work", "work.dlq", "workers"
@@ -177,6 +178,42 @@ async def test_a_record_that_fails_for_good_is_dead_lettered_with_the_shared_hea
     assert letter.header(DLQ_REASON_HEADER) == b"ValueError: cannot digest this"
     assert letter.header(DLQ_SOURCE_HEADER) == f"{TOPIC}/0/1".encode()
     assert await _lag(bus) == 0
+
+
+def _sample(metrics: Metrics, name: str, **labels: str) -> float:
+    for family in metrics.registry.collect():
+        for sample in family.samples:
+            if sample.name == name and sample.labels == labels:
+                return sample.value
+    return 0.0
+
+
+async def test_consumer_metrics_time_each_step_count_its_records_and_its_dead_letters() -> None:
+    bus = await _bus([b"a", b"bad", b"c"])
+    metrics = Metrics()
+    subscription = Subscription(
+        name="work", topics=(TOPIC,), group=GROUP, batch_size=2, poll_timeout_s=0.01, backoff=FAST
+    )
+    subscriber = Subscriber(
+        bus,
+        subscription,
+        Handler(poison=b"bad"),
+        acks=AckPolicy(dead_letter_topic=DLQ),
+        middlewares=[ConsumerMetrics(metrics, group=GROUP)],
+    )
+    assert await _run_until(subscriber, 2) == [b"a", b"c"]  # type: ignore[arg-type]
+    # [a, bad] fails to finish, is split and retried one by one; [c] finishes at once.
+    failed = _sample(
+        metrics, "cogsub_consumer_step_seconds_count", group=GROUP, step="finish", outcome="failed"
+    )
+    ok = _sample(
+        metrics, "cogsub_consumer_step_seconds_count", group=GROUP, step="finish", outcome="ok"
+    )
+    assert failed >= 1 and ok >= 2
+    staged = _sample(metrics, "cogsub_consumer_records_total", group=GROUP, step="stage")
+    assert staged >= 3  # every record staged at least once
+    dead = {"group": GROUP, "topic": TOPIC, "kind": "failed"}
+    assert _sample(metrics, "cogsub_consumer_dead_letters_total", **dead) == 1
 
 
 async def test_without_a_dead_letter_topic_a_failure_stops_and_nothing_is_committed() -> None:
