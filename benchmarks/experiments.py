@@ -27,7 +27,8 @@ from typing import Any
 from benchmarks.experiment_corpus import CLUSTERS, MEMORIES, TURNS, Turn, cluster_of
 from benchmarks.results import record
 from cogsub.core.documents import IndexDocument
-from cogsub.recall.ranking import Candidate, RankingPolicy, rank, score
+from cogsub.recall.policy import RankingPolicy
+from cogsub.recall.ranking import Candidate, rank, score
 from cogsub.recall.service import SessionNovelty
 
 BANK = "experiments"

@@ -22,7 +22,6 @@ __all__ = [
     "RRF_K",
     "Budget",
     "Candidate",
-    "RankingPolicy",  # re-exported: benchmarks import it from here
     "Scored",
     "contextual_fuse",
     "count_bonus",
