@@ -32,6 +32,7 @@ import pytest
 from cogsub.bulk import update_all
 from cogsub.core import ConfigurationError, FactType, IndexDocument, NotFoundError
 from cogsub.core.errors import InvalidInputError
+from cogsub.core.listing import ListingKey
 from cogsub.index.ports import (
     Candidates,
     DecayedPage,
@@ -687,6 +688,128 @@ class MemoryIndexContract:
         assert await scanned(tags_any=frozenset({"blue"})) == ["late", "proc"]
         assert await scanned(since=BASE_TIME + timedelta(hours=2)) == ["exact", "late", "pref"]
         assert await scanned(fact_types=frozenset()) == []
+
+    # --- listing ---------------------------------------------------------------------------
+
+    async def listed(
+        self, index: MemoryIndex, filters: SearchFilters, *, size: int, **options: Any
+    ) -> list[IndexDocument]:
+        """Every page of ``list_newest`` in turn, each cursor the last document handed out."""
+        seen: list[IndexDocument] = []
+        after: ListingKey | None = None
+        while page := await index.list_newest(filters, size=size, after=after, **options):
+            assert len(page) <= size
+            seen += page
+            after = ListingKey(page[-1].timestamp, page[-1].event_id)
+        return seen
+
+    async def test_list_newest_walks_the_bank_newest_first_with_a_cursor(
+        self, index: MemoryIndex, bank: str
+    ) -> None:
+        # Three share a timestamp: the id breaks the tie, descending.
+        offsets = {"a": 0, "b": 5, "c": 5, "d": 5, "e": -3, "f": 9, "g": 1}
+        docs = [
+            self.doc(bank, name, timestamp=BASE_TIME + timedelta(minutes=m))
+            for name, m in offsets.items()
+        ]
+        await index.upsert(docs)
+        await index.upsert([make_doc(f"{bank}x", "a", dimension=self.dimension)])
+        seen = await self.listed(index, SearchFilters(bank_id=bank), size=3)
+        names = [doc.event_id.removeprefix(f"{bank}-") for doc in seen]
+        assert names == ["f", "d", "c", "b", "g", "a", "e"]
+        assert all(doc.bank_id == bank and doc.embedding == [] for doc in seen)
+        assert await index.list_newest(SearchFilters(bank_id=bank), size=0) == []
+
+    async def test_list_newest_applies_the_filters_and_leaves_the_superseded_out(
+        self, index: MemoryIndex, bank: str
+    ) -> None:
+        await self.filter_corpus(index, bank)
+        await index.upsert([self.doc(bank, "old", tags=["red", f"superseded-by:{bank}-world"])])
+
+        async def listed(**filters: Any) -> list[str]:
+            options = {"include_superseded": filters.pop("include_superseded", False)}
+            docs = await self.listed(
+                index, SearchFilters(bank_id=bank, **filters), size=2, **options
+            )
+            return [doc.event_id.removeprefix(f"{bank}-") for doc in docs]
+
+        assert await listed() == ["late", "exact", "pref", "proc", "world", "none"]
+        assert await listed(include_superseded=True) == [
+            "late", "exact", "pref", "proc", "world", "old", "none"
+        ]  # fmt: skip
+        assert await listed(fact_types=frozenset({FactType.WORLD})) == ["exact", "world"]
+        assert await listed(tags_any=frozenset({"red"})) == ["proc", "world"]
+        assert await listed(tags_any=frozenset({"red"}), include_superseded=True) == [
+            "proc", "world", "old"
+        ]  # fmt: skip
+        assert await listed(since=BASE_TIME + timedelta(hours=2)) == ["late", "exact", "pref"]
+        assert await listed(until=BASE_TIME + timedelta(hours=2)) == ["proc", "world", "none"]
+        assert await listed(fact_types=frozenset()) == []
+
+    async def test_list_newest_lists_once_what_stays_while_others_come_and_go(
+        self, index: MemoryIndex, bank: str
+    ) -> None:
+        stay = [
+            self.doc(bank, f"s{i}", timestamp=BASE_TIME + timedelta(minutes=i)) for i in range(9)
+        ]
+        gone = [
+            self.doc(bank, f"g{i}", timestamp=BASE_TIME + timedelta(minutes=i)) for i in range(9)
+        ]
+        await index.upsert([*stay, *gone])
+        filters = SearchFilters(bank_id=bank)
+        seen: list[str] = []
+        after: ListingKey | None = None
+        step = 0
+        while page := await index.list_newest(filters, size=2, after=after):
+            seen += [doc.event_id for doc in page]
+            after = ListingKey(page[-1].timestamp, page[-1].event_id)
+            # Between pages: one goes, and two come, one on each side of the cursor.
+            await index.delete(bank, gone[step % 9].event_id)
+            at = BASE_TIME + timedelta(minutes=8 - step, seconds=30)
+            await index.upsert([self.doc(bank, f"n{step}", timestamp=at)])
+            await index.upsert(
+                [self.doc(bank, f"z{step}", timestamp=BASE_TIME + timedelta(days=1))]
+            )
+            step += 1
+        assert len(seen) == len(set(seen))
+        assert {doc.event_id for doc in stay} <= set(seen)
+
+    async def test_bank_counts_summarise_each_bank_in_id_order(
+        self, index: MemoryIndex, bank: str
+    ) -> None:
+        await self.filter_corpus(index, bank)
+        await index.upsert(
+            [make_doc(f"{bank}-b", "x", dimension=self.dimension, fact_type=FactType.WORLD)]
+        )
+        await index.upsert([make_doc(f"{bank}-c", "y", dimension=self.dimension)])
+        await index.delete(f"{bank}-c", f"{bank}-c-y")
+        wanted = [bank, f"{bank}-b", f"{bank}-c", f"{bank}-nothing"]
+        found = await index.bank_counts(wanted, size=10)
+        assert [summary.bank_id for summary in found] == [bank, f"{bank}-b"]
+        first = found[0]
+        assert dict(first.counts) == {
+            FactType.WORLD: 2,
+            FactType.PROCEDURE: 1,
+            FactType.PREFERENCE: 1,
+            FactType.EXPERIENCE: 1,
+            None: 1,
+        }
+        assert first.total == 6
+        late = await index.get(bank, f"{bank}-late")
+        assert late is not None and first.newest_at == late.timestamp
+        assert dict(found[1].counts) == {FactType.WORLD: 1}
+        paged = await index.bank_counts(wanted, size=1)
+        assert [summary.bank_id for summary in paged] == [bank]
+        rest = await index.bank_counts(wanted, size=5, after=bank)
+        assert [summary.bank_id for summary in rest] == [f"{bank}-b"]
+        assert await index.bank_counts([], size=5) == []
+        walked: list[str] = []
+        after: str | None = None
+        while page := await index.bank_counts(size=2, after=after):
+            walked += [summary.bank_id for summary in page]
+            after = page[-1].bank_id
+        assert walked == sorted(walked) and len(set(walked)) == len(walked)
+        assert {bank, f"{bank}-b"} <= set(walked) and f"{bank}-c" not in walked
 
     async def replay_corpus(self, index: MemoryIndex, bank: str) -> list[IndexDocument]:
         """Documents of mixed types whose replay order is neither id nor insertion order."""

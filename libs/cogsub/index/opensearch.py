@@ -48,6 +48,7 @@ from cogsub.core.errors import (
     UnavailableError,
 )
 from cogsub.index import opensearch_queries as queries
+from cogsub.index.opensearch_listing import OpenSearchListing
 from cogsub.index.opensearch_recall import composed_candidates
 from cogsub.index.ports import (
     Candidates,
@@ -102,7 +103,7 @@ def _translated(operation: str, *, bad_request: type[CogsubError] = CogsubError)
         raise CogsubError(f"opensearch {operation}: {exc}") from exc
 
 
-class OpenSearchMemoryIndex:
+class OpenSearchMemoryIndex(OpenSearchListing):
     """Memory documents in one OpenSearch index: BM25 on ``summary``, HNSW vectors.
 
     Args:

@@ -70,6 +70,15 @@ Contract every adapter keeps:
   two signals in single precision (values closer than that tie, and order by
   id). A cursor whose signals changed since it was read resumes at its new
   place, so a walk during decay may skip or repeat documents.
+- ``list_newest`` lists a bank's documents matching the filters newest first,
+  in descending (``timestamp``, ``event_id``) order, ``size`` at a time strictly
+  after the ``ListingKey`` ``after`` (the last one handed out). A document
+  present for a whole walk is listed exactly once whatever is written or
+  deleted meanwhile. Superseded documents (a ``superseded-by:`` tag) are left
+  out unless ``include_superseded``. Its documents carry no embedding.
+- ``bank_counts`` summarises banks holding documents, in ``bank_id`` order,
+  ``size`` at a time after ``after`` (exclusive): documents per fact type and
+  the newest timestamp. With ``bank_ids`` only those banks are considered.
 - Backends that are down raise ``UnavailableError`` (retryable).
 """
 
@@ -88,6 +97,7 @@ from cogsub.core.derived import with_tags
 from cogsub.core.documents import IndexDocument
 from cogsub.core.errors import FieldProblem, InvalidInputError
 from cogsub.core.events import FactType
+from cogsub.core.listing import ListingKey
 from cogsub.core.memory import PROCEDURE_TAG_PREFIX, VERSION_TAG_PREFIX
 
 
@@ -268,6 +278,19 @@ class DecayedPage:
     last: str | None
 
 
+@dataclass(frozen=True)
+class BankCounts:
+    """What one bank holds: documents per fact type (``None``: untyped) and the newest time."""
+
+    bank_id: str
+    counts: Mapping[FactType | None, int]
+    newest_at: str | None
+
+    @property
+    def total(self) -> int:
+        return sum(self.counts.values())
+
+
 class MemoryIndex(Protocol):
     """Compact memory documents, searchable by text and by vector."""
 
@@ -360,6 +383,23 @@ class MemoryIndex(Protocol):
         self, filters: SearchFilters, *, size: int, after: IndexDocument | None = None
     ) -> list[IndexDocument]:
         """Up to ``size`` documents matching ``filters`` after ``after``, in replay order."""
+        ...
+
+    async def list_newest(
+        self,
+        filters: SearchFilters,
+        *,
+        size: int,
+        after: ListingKey | None = None,
+        include_superseded: bool = False,
+    ) -> list[IndexDocument]:
+        """Up to ``size`` documents matching ``filters`` after ``after``, newest first."""
+        ...
+
+    async def bank_counts(
+        self, bank_ids: Collection[str] | None = None, *, size: int, after: str | None = None
+    ) -> list[BankCounts]:
+        """Up to ``size`` banks holding documents after ``after``, in id order, summarised."""
         ...
 
     async def count(self, bank_id: str | None = None) -> int:

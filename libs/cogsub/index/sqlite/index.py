@@ -20,7 +20,9 @@ import structlog
 
 from cogsub.core.documents import IndexDocument
 from cogsub.core.errors import ConfigurationError, FieldProblem, InvalidInputError
+from cogsub.core.listing import ListingKey
 from cogsub.index.ports import (
+    BankCounts,
     Candidates,
     DecayedPage,
     DecayStep,
@@ -32,7 +34,7 @@ from cogsub.index.ports import (
     newest_versions,
     procedure_of,
 )
-from cogsub.index.sqlite import reads, rows, text
+from cogsub.index.sqlite import listing, reads, rows, text
 from cogsub.index.sqlite.connections import WAL_CHECKPOINT_PAGES, Connections
 from cogsub.index.sqlite.recall import RecallAsk, gather
 from cogsub.index.sqlite.vectors import VectorCache, one_blas_thread, unit
@@ -263,6 +265,24 @@ class SqliteMemoryIndex:
         """Documents matching ``filters`` in replay order, after the cursor's place."""
         return await self._listed(reads.scan_in_replay_order, filters, size, after)
 
+    async def list_newest(
+        self,
+        filters: SearchFilters,
+        *,
+        size: int,
+        after: ListingKey | None = None,
+        include_superseded: bool = False,
+    ) -> list[IndexDocument]:
+        """Documents matching ``filters`` newest first, after the cursor (:mod:`.listing`)."""
+        return await self._listed(listing.newest_page, filters, size, after, include_superseded)
+
+    async def bank_counts(
+        self, bank_ids: Collection[str] | None = None, *, size: int, after: str | None = None
+    ) -> list[BankCounts]:
+        """Banks holding documents, in id order after ``after``, summarised."""
+        _check_size(size)
+        return await self._db.read(listing.bank_counts, bank_ids, size, after)
+
     async def close(self) -> None:
         """Close the database and stop the worker thread (idempotent)."""
         await self._db.close()
@@ -273,13 +293,14 @@ class SqliteMemoryIndex:
         read: Callable[..., list[IndexDocument]],
         filters: SearchFilters,
         size: int,
-        after: str | IndexDocument | None,
+        after: str | IndexDocument | ListingKey | None,
+        *more: Any,
     ) -> list[IndexDocument]:
         """A scan's read on a reader connection, or nothing for a size 0 or an empty filter set."""
         _check_size(size)
         if size == 0 or _matches_nothing(filters):
             return []
-        return await self._db.read(read, filters, size, after)
+        return await self._db.read(read, filters, size, after, *more)
 
     async def _write(self, write: Callable[..., rows.Written[_T]], *args: Any) -> _T:
         """Run ``write`` on the writer, then bring the vector cache along on that thread."""

@@ -1,0 +1,108 @@
+"""Browsing the embedded index: newest-first keyset pages of a bank, and bank summaries.
+
+Each function runs on the reader connection it is given. A page seeks into the
+``documents_newest_first`` index at its cursor and reads backwards, so its cost
+is the page, not the bank; the cursor is a (timestamp, event_id) key, which
+writes and deletes elsewhere in the bank cannot move.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from collections.abc import Collection
+
+from cogsub.core.derived import SUPERSEDED_BY_TAG
+from cogsub.core.documents import IndexDocument
+from cogsub.core.events import FactType
+from cogsub.core.listing import ListingKey
+from cogsub.index.ports import BankCounts, SearchFilters
+from cogsub.index.sqlite.columns import timestamp_us
+from cogsub.index.sqlite.reads import filter_sql
+
+# Tags compared by prefix with substr, not LIKE: LIKE folds case and a tag is exact.
+_LIVE = (
+    "NOT EXISTS (SELECT 1 FROM json_each(d.tags) AS tag"
+    f" WHERE substr(tag.value, 1, {len(SUPERSEDED_BY_TAG)}) = '{SUPERSEDED_BY_TAG}')"
+)
+_AFTER = "(d.ts_us < ? OR d.ts_us = ? AND d.event_id < ?)"
+_NEWEST_FIRST = "d.ts_us DESC, d.event_id DESC"
+
+
+def newest_page(
+    conn: sqlite3.Connection,
+    filters: SearchFilters,
+    size: int,
+    after: ListingKey | None,
+    include_superseded: bool,
+) -> list[IndexDocument]:
+    where, params = filter_sql(filters)
+    if after is not None:
+        at_us = timestamp_us(after.timestamp)
+        where += f" AND {_AFTER}"
+        params += [at_us, at_us, after.event_id]
+    if not include_superseded:
+        where += f" AND {_LIVE}"
+    rows = conn.execute(
+        f"SELECT d.body FROM documents AS d INDEXED BY documents_newest_first WHERE {where}"  # noqa: S608 - clauses are ours
+        f" ORDER BY {_NEWEST_FIRST} LIMIT ?",
+        (*params, size),
+    ).fetchall()
+    return [_without_embedding(body) for (body,) in rows]
+
+
+def bank_counts(
+    conn: sqlite3.Connection, bank_ids: Collection[str] | None, size: int, after: str | None
+) -> list[BankCounts]:
+    summaries = []
+    for bank_id in _banks_after(conn, bank_ids, size, after):
+        summaries.append(_summary(conn, bank_id))
+    return summaries
+
+
+def _banks_after(
+    conn: sqlite3.Connection, bank_ids: Collection[str] | None, size: int, after: str | None
+) -> list[str]:
+    """Banks holding documents, in id order after ``after``: one index seek per bank.
+
+    A ``SELECT DISTINCT`` would read every row of every bank passed over.
+    """
+    if bank_ids is not None:
+        wanted = sorted(b for b in set(bank_ids) if after is None or b > after)
+        held = conn.execute(
+            "SELECT value FROM json_each(?) AS b"
+            " WHERE EXISTS (SELECT 1 FROM documents WHERE bank_id = b.value)",
+            (json.dumps(wanted),),
+        ).fetchall()
+        return sorted(bank for (bank,) in held)[:size]
+    found: list[str] = []
+    cursor = after
+    while len(found) < size:
+        (bank,) = conn.execute(
+            "SELECT min(bank_id) FROM documents WHERE bank_id > ?", (cursor or "",)
+        ).fetchone()
+        if bank is None:
+            break
+        found.append(bank)
+        cursor = bank
+    return found
+
+
+def _summary(conn: sqlite3.Connection, bank_id: str) -> BankCounts:
+    rows = conn.execute(
+        "SELECT fact_type, count(*) FROM documents WHERE bank_id = ? GROUP BY fact_type",
+        (bank_id,),
+    ).fetchall()
+    newest = conn.execute(
+        "SELECT json_extract(d.body, '$.timestamp') FROM documents AS d"
+        f" INDEXED BY documents_newest_first WHERE d.bank_id = ? ORDER BY {_NEWEST_FIRST} LIMIT 1",
+        (bank_id,),
+    ).fetchone()
+    counts = {None if fact is None else FactType(fact): int(n) for fact, n in rows}
+    return BankCounts(bank_id, counts, None if newest is None else str(newest[0]))
+
+
+def _without_embedding(body: str) -> IndexDocument:
+    data = json.loads(body)
+    data["embedding"] = []
+    return IndexDocument.model_validate(data)
