@@ -11,6 +11,7 @@ from fastapi.responses import HTMLResponse
 from fastapi.staticfiles import StaticFiles
 
 from cogsub.api import consolidation, dead_letters, health, memories, recall
+from cogsub.api import context as context_routes
 from cogsub.api import lifecycle as lifecycle_routes
 from cogsub.api.auth import ApiKeys
 from cogsub.api.deps import STATE_ATTRIBUTE, ApiState, Consolidate, Readiness
@@ -22,6 +23,7 @@ from cogsub.api.readiness import ReadinessProbes
 from cogsub.deadletters.desk import DeadLetterDesk
 from cogsub.lifecycle import Lifecycle
 from cogsub.recall import MemoryService
+from cogsub.recall.answer import ChatModel
 from cogsub.telemetry.metrics import Metrics
 
 API_VERSION = "0.1.0"
@@ -38,6 +40,7 @@ def create_app(
     readiness: Readiness | None = None,
     consolidate: Consolidate | None = None,
     lifecycle: Lifecycle | None = None,
+    answerer: ChatModel | None = None,
     metrics: Metrics | None = None,
     dead_letter_desk: DeadLetterDesk | None = None,
 ) -> FastAPI:
@@ -52,6 +55,8 @@ def create_app(
         consolidate: Runs one consolidation round of a bank; None: the route answers 503.
         lifecycle: Forgets memories and banks, exports and imports; None: those routes
             answer 503.
+        answerer: The chat model behind ``/answer``; None: it answers 409
+            ``not_configured``, naming the settings to set.
         metrics: Served at ``GET /metrics`` and fed by every request; None: no metrics.
         dead_letter_desk: Behind ``/v1/dead-letters``; None: those routes answer 503.
     """
@@ -80,6 +85,8 @@ def create_app(
     app.include_router(health.router)
     app.include_router(memories.router)
     app.include_router(recall.router)
+    setattr(app.state, context_routes.ANSWERER_ATTRIBUTE, answerer)
+    app.include_router(context_routes.router)
     app.include_router(consolidation.router)
     app.include_router(lifecycle_routes.router)
     setattr(app.state, dead_letters.DESK_ATTRIBUTE, dead_letter_desk)

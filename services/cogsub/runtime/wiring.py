@@ -42,6 +42,7 @@ if TYPE_CHECKING:  # the API, worker and service load only in the processes that
     from cogsub.extraction.ports import FactExtractor
     from cogsub.ingestion import BatchOutcome, IngestionWorker
     from cogsub.recall import MemoryService
+    from cogsub.recall.answer import ChatModel
     from cogsub.rerank import Reranking
 
 
@@ -366,6 +367,23 @@ def build_extractor(settings: ConsolidationSettings) -> FactExtractor | None:
     )
 
 
+def build_answerer(settings: ConsolidationSettings) -> ChatModel | None:
+    """The chat model behind ``/answer``: the LLM extractor's, when that is the one set."""
+    if settings.extractor != "llm":
+        return None
+    from cogsub.recall.answer import ChatAnswerer, ChatSettings
+
+    key = settings.llm_api_key.get_secret_value() if settings.llm_api_key else None
+    return ChatAnswerer(
+        ChatSettings(
+            base_url=settings.llm_base_url,
+            model=settings.llm_model,
+            api_key=key,
+            timeout_s=settings.llm_timeout_s,
+        )
+    )
+
+
 @dataclass
 class Consolidation:
     """The consolidation round and worker over a stack (the extractor is theirs to close)."""
@@ -574,6 +592,7 @@ def build_app(
         ),
         readiness={"index": index_answers, "archive": archive_answers, "bus": bus_answers},
         consolidate=consolidation.run_round if consolidation is not None else None,
+        answerer=build_answerer(stack.settings.consolidation),
         dead_letter_desk=DeadLetterDesk(stack.bus),
         metrics=stack.metrics,
         lifecycle=Lifecycle(
