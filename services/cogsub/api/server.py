@@ -158,7 +158,7 @@ class ApiServer:
             self._app,
             host=self._host,
             port=self._socket.getsockname()[1],
-            lifespan="off",
+            lifespan="on",  # the app's lifespan runs the MCP session manager (cogsub.mcp)
             log_config=None,
             access_log=False,  # paths name banks and memories; keep them out of default logs
             timeout_graceful_shutdown=math.ceil(self._graceful_timeout_s),

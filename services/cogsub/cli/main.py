@@ -32,6 +32,7 @@ PLUGIN_MODULES = (
     "cogsub.cli.consolidate",
     "cogsub.cli.lifecycle",
     "cogsub.cli.dlq",
+    "cogsub.cli.mcp",
 )
 Handler = Callable[[argparse.Namespace, Settings, Console], int]
 
