@@ -13,6 +13,7 @@ from fastapi.staticfiles import StaticFiles
 from cogsub.api import consolidation, dead_letters, health, memories, recall
 from cogsub.api import context as context_routes
 from cogsub.api import lifecycle as lifecycle_routes
+from cogsub.api import operations as operations_routes
 from cogsub.api.auth import ApiKeys
 from cogsub.api.deps import STATE_ATTRIBUTE, ApiState, Consolidate, Readiness
 from cogsub.api.errors import CatchAllMiddleware, install_error_handlers
@@ -20,8 +21,11 @@ from cogsub.api.limits import ApiLimits, BodyLimitMiddleware
 from cogsub.api.metrics import MetricsMiddleware, mount_metrics
 from cogsub.api.ratelimit import RateLimitMiddleware
 from cogsub.api.readiness import ReadinessProbes
+from cogsub.console.mount import mount_console
+from cogsub.console.rounds import OperationsSources
 from cogsub.deadletters.desk import DeadLetterDesk
 from cogsub.lifecycle import Lifecycle
+from cogsub.mcp import mount_mcp
 from cogsub.recall import MemoryService
 from cogsub.recall.answer import ChatModel
 from cogsub.telemetry.metrics import Metrics
@@ -43,6 +47,8 @@ def create_app(
     answerer: ChatModel | None = None,
     metrics: Metrics | None = None,
     dead_letter_desk: DeadLetterDesk | None = None,
+    operations: OperationsSources | None = None,
+    console: bool = False,
 ) -> FastAPI:
     """The memory API over ``service``.
 
@@ -59,6 +65,8 @@ def create_app(
             ``not_configured``, naming the settings to set.
         metrics: Served at ``GET /metrics`` and fed by every request; None: no metrics.
         dead_letter_desk: Behind ``/v1/dead-letters``; None: those routes answer 503.
+        operations: Behind ``/v1/operations`` (lag, recent rounds); None: those answer 503.
+        console: Serve the web console at ``/ui``.
     """
     app = FastAPI(
         title="Cognitive Substrate memory API",
@@ -91,6 +99,11 @@ def create_app(
     app.include_router(lifecycle_routes.router)
     setattr(app.state, dead_letters.DESK_ATTRIBUTE, dead_letter_desk)
     app.include_router(dead_letters.router)
+    setattr(app.state, operations_routes.SOURCES_ATTRIBUTE, operations)
+    app.include_router(operations_routes.router)
+    if console:
+        mount_console(app)
+    mount_mcp(app, keys=auth)  # /mcp and /mcp/{bank_id}: the tools over streamable HTTP
     if metrics is not None:
         mount_metrics(app, metrics, keys=auth)
     # The last added is the outermost: a crash anywhere, the size check included, is a JSON 500.

@@ -170,6 +170,9 @@ class ApiSettings(BaseModel):
         default_factory=list,
         description="Host names a keyless loopback API answers besides loopback ones ('*': any)",
     )
+    console: bool = Field(
+        default=True, description="serve the web console at /ui (a fleet's API may turn it off)"
+    )
 
     @field_validator("keys", mode="before")
     @classmethod

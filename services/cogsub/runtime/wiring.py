@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import timedelta
@@ -17,7 +18,9 @@ from typing import TYPE_CHECKING, Literal
 from cogsub.archive.ports import ArchiveStore
 from cogsub.bus.middleware import ConsumerMetrics
 from cogsub.bus.ports import EventBus
+from cogsub.console.rounds import RoundLog
 from cogsub.core.errors import ConfigurationError
+from cogsub.core.operations import PipelineLag
 from cogsub.core.topics import CONSOLIDATION_REQUEST, EXPERIENCE_ENRICHED, EXPERIENCE_RAW
 from cogsub.embeddings.ports import Embedder
 from cogsub.index.ports import MemoryIndex
@@ -391,6 +394,7 @@ class Consolidation:
     rounds: ConsolidationRound
     worker: ConsolidationWorker
     extractor: FactExtractor | None
+    log: RoundLog = field(default_factory=RoundLog)
 
     async def run_round(self, bank_id: str) -> ConsolidationReport:
         """A round asked for over the API: counted like any other, never beside one of the
@@ -432,6 +436,7 @@ def build_consolidation(stack: Stack) -> Consolidation:
     rounds = ConsolidationRound(
         archive=stack.archive, index=stack.index, writer=writer, policy=policy
     )
+    log = RoundLog()  # read by /v1/operations/consolidation-rounds
     extractor = build_extractor(tuning)
     if extractor is not None:
         from cogsub.extraction.metered import MeteredExtractor
@@ -457,12 +462,12 @@ def build_consolidation(stack: Stack) -> Consolidation:
         schedule_s=tuning.schedule_s,
         poll_timeout_s=stack.settings.ingestion.poll_timeout_s,
         batch_size=tuning.batch_size,
-        on_round=stack.metrics.record_round,
+        on_round=log.beside(stack.metrics.record_round),
         ingestion_group=stack.settings.ingestion.group,
         messaging_system=stack.messaging_system,
         middlewares=[ConsumerMetrics(stack.metrics, group=tuning.group)],
     )
-    return Consolidation(rounds=rounds, worker=worker, extractor=extractor)
+    return Consolidation(rounds=rounds, worker=worker, extractor=extractor, log=log)
 
 
 def ingestion_lag(settings: Settings) -> list[LagTarget]:
@@ -569,6 +574,7 @@ def build_app(
     request by a short-lived client that joins no group).
     """
     from cogsub.api import ApiLimits, create_app
+    from cogsub.console.rounds import OperationsSources
     from cogsub.deadletters.desk import DeadLetterDesk
     from cogsub.lifecycle import Lifecycle
 
@@ -598,6 +604,28 @@ def build_app(
         lifecycle=Lifecycle(
             archive=stack.archive, index=stack.index, dimension=stack.embedder.dimension
         ),
+        operations=OperationsSources(
+            rounds=consolidation.log if consolidation is not None else RoundLog(),
+            lag=functools.partial(pipeline_lag, stack),
+        ),
+        console=stack.settings.api.console,
+    )
+
+
+async def pipeline_lag(stack: Stack) -> PipelineLag:
+    """What ingestion and extraction have yet to read (None for a stage the bus left unsaid)."""
+    settings = stack.settings
+
+    async def lag_of(targets: Sequence[LagTarget]) -> int | None:
+        try:
+            stats = [await stack.bus.topic_stats(t.topic, group=t.group) for t in targets]
+        except Exception:  # the console shows "unknown"; /readyz reports the bus itself
+            return None
+        return sum(s.lag for s in stats)
+
+    return PipelineLag(
+        ingestion=await lag_of(ingestion_lag(settings)),
+        extraction=await lag_of(consolidation_lag(settings)),
     )
 
 

@@ -1,0 +1,99 @@
+"""Read-only operator routes: pipeline lag, the caller's grants, recent consolidation rounds.
+
+``GET /v1/operations/status`` tells a caller (any valid key, or anyone when no keys are
+required) which banks its key grants and how far ingestion and extraction lag;
+``GET /v1/operations/consolidation-rounds`` lists the latest rounds of the banks the key
+grants. The web console starts from these.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Depends, Query, Request
+from fastapi.security import HTTPAuthorizationCredentials
+
+from cogsub.api.auth import ALL_BANKS, authorize
+from cogsub.api.deps import State, _bearer
+from cogsub.api.errors import ErrorBody
+from cogsub.console.rounds import OperationsSources
+from cogsub.core.errors import AuthenticationError, UnavailableError
+from cogsub.core.operations import MAX_ROUNDS, ConsolidationRounds, OperationsStatus
+
+#: Where ``create_app`` leaves the sources on ``app.state``.
+SOURCES_ATTRIBUTE = "cogsub_operations"
+
+router = APIRouter(prefix="/v1/operations", tags=["operations"])
+
+_ERRORS: dict[int | str, dict[str, Any]] = {
+    401: {"model": ErrorBody, "description": "Keys are required: no API key, or an unknown one"},
+    403: {"model": ErrorBody, "description": "The API key does not grant that bank"},
+    503: {"model": ErrorBody, "description": "Operations are not wired into this API process"},
+}
+
+
+def _granted(
+    state: State,
+    credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(_bearer)],
+) -> frozenset[str] | None:
+    """The caller's banks; None: every bank (a '*' key, or no keys required)."""
+    if state.keys is None:
+        return None
+    if credentials is None:
+        raise AuthenticationError("missing API key: send Authorization: Bearer <key>")
+    banks = state.keys.banks_for(credentials.credentials)
+    if banks is None:
+        raise AuthenticationError("unknown API key")
+    return None if ALL_BANKS in banks else banks
+
+
+def _sources(request: Request) -> OperationsSources:
+    sources = getattr(request.app.state, SOURCES_ATTRIBUTE, None)
+    if not isinstance(sources, OperationsSources):
+        raise UnavailableError("operations are not wired into this API process")
+    return sources
+
+
+Granted = Annotated[frozenset[str] | None, Depends(_granted)]
+Sources = Annotated[OperationsSources, Depends(_sources)]
+
+
+@router.get(
+    "/status",
+    operation_id="operations_status",
+    summary="The banks the caller's key grants, and ingestion and extraction lag",
+    responses=_ERRORS,
+)
+async def operations_status(state: State, granted: Granted, sources: Sources) -> OperationsStatus:
+    return OperationsStatus(
+        keys_required=state.keys is not None,
+        operator=granted is None,
+        banks=sorted(granted) if granted is not None else None,
+        lag=await sources.lag(),
+    )
+
+
+@router.get(
+    "/consolidation-rounds",
+    operation_id="consolidation_rounds",
+    summary="The latest consolidation rounds of the banks the key grants, newest first",
+    responses={
+        **_ERRORS,
+        422: {"model": ErrorBody, "description": "A parameter breaks a rule"},
+    },
+)
+async def consolidation_rounds(
+    state: State,
+    granted: Granted,
+    sources: Sources,
+    credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(_bearer)],
+    bank_id: Annotated[str | None, Query(description="one bank only")] = None,
+    limit: Annotated[int, Query(ge=1, le=MAX_ROUNDS)] = 20,
+) -> ConsolidationRounds:
+    """Rounds this API process ran or was asked for (kept in memory, lost on restart)."""
+    if bank_id is not None:
+        key = credentials.credentials if credentials is not None else None
+        bank_id = authorize(state.keys, key, bank_id)
+    return ConsolidationRounds(
+        rounds=sources.rounds.latest(banks=granted, bank_id=bank_id, limit=limit)
+    )
