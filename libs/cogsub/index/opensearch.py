@@ -126,6 +126,8 @@ class OpenSearchMemoryIndex(OpenSearchListing):
     The caller closes the index with ``close`` (or ``async with``).
     """
 
+    _translated = staticmethod(_translated)  # for the OpenSearchListing calls
+
     def __init__(
         self,
         *,

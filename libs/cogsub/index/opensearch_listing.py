@@ -12,6 +12,7 @@ counts per fact type and the newest timestamp under each bank.
 from __future__ import annotations
 
 from collections.abc import Collection, Mapping
+from contextlib import AbstractContextManager
 from datetime import UTC, datetime
 from typing import Any, Protocol
 
@@ -125,6 +126,10 @@ class _Adapter(Protocol):
     _client: Any
     _index: str
 
+    def _translated(self, operation: str) -> AbstractContextManager[None]:
+        """Vendor errors raised in the block become ours (the adapter's ``_translated``)."""
+        ...
+
 
 class OpenSearchListing:
     """The port's listing calls, mixed into ``OpenSearchMemoryIndex`` (kept out of its module)."""
@@ -138,12 +143,10 @@ class OpenSearchListing:
         include_superseded: bool = False,
     ) -> list[IndexDocument]:
         """Documents matching ``filters`` newest first, after the cursor."""
-        from cogsub.index.opensearch import _translated  # see bank_counts
-
         body = newest_query(filters, size, after=after, include_superseded=include_superseded)
         if size == 0 or filters.fact_types == frozenset() or filters.tags_any == frozenset():
             return []
-        with _translated("list"):
+        with self._translated("list"):
             response = await self._client.search(index=self._index, body=body)
         hits = response["hits"]["hits"]
         return [_listed_document(raw["_source"], filters.bank_id) for raw in hits]
@@ -156,12 +159,9 @@ class OpenSearchListing:
         after: str | None = None,
     ) -> list[BankCounts]:
         """Banks holding documents, in id order after ``after``, summarised."""
-        # Imported here: the adapter's module imports this one to mix the class in.
-        from cogsub.index.opensearch import _translated
-
         body = bank_counts_query(bank_ids, size, after=after)
         if size == 0 or bank_ids is not None and not bank_ids:
             return []
-        with _translated("bank counts"):
+        with self._translated("bank counts"):
             response = await self._client.search(index=self._index, body=body)
         return bank_counts_from(response, size)
