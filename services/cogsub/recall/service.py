@@ -22,7 +22,7 @@ import time
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, NamedTuple
 
 import structlog
 
@@ -119,6 +119,15 @@ class SessionNovelty:
             self._sessions.popitem(last=False)
 
 
+class ServiceStores(NamedTuple):
+    """The four ports a ``MemoryService`` works on, for siblings that work on the same ones."""
+
+    bus: EventBus
+    archive: ArchiveStore
+    index: MemoryIndex
+    embedder: Embedder
+
+
 class MemoryService:
     """retain / recall / get over the four ports."""
 
@@ -155,6 +164,11 @@ class MemoryService:
         self._novelty = SessionNovelty()
         self._feedback = RetrievalFeedback(index)
         self._reranking = reranking  # None: the ranking is the order, no call made
+
+    @property
+    def stores(self) -> ServiceStores:
+        """Its ports: browsing, history and updates read and write the same memories."""
+        return ServiceStores(self._bus, self._archive, self._index, self._embedder)
 
     async def retain(self, bank_id: str, request: RetainRequest) -> RetainResult:
         """Publish the memory durably; with ``wait`` return once recall can find it."""
