@@ -19,6 +19,7 @@ from urllib.parse import quote
 import httpx
 from pydantic import BaseModel, TypeAdapter, ValidationError
 
+from cogsub.core.context import Answer, AnswerRequest, ContextBlock, ContextRequest
 from cogsub.core.errors import FieldProblem, InvalidInputError
 from cogsub.core.events import FactType, SafeId
 from cogsub.core.lifecycle import ForgetBankReport, ForgetReport, ImportReport, LineProblem
@@ -113,6 +114,12 @@ def _context(context: ContextArg) -> dict[str, Any]:
     if isinstance(context, RetainContext):
         return context.model_dump(exclude_none=True)
     return dict(context)
+
+
+def _type_list(types: Iterable[FactType | str] | None) -> list[FactType | str] | None:
+    if isinstance(types, str):  # types="procedure" means one type, not its letters
+        return [types]
+    return list(types) if types is not None else None
 
 
 def _wire(model: BaseModel) -> dict[str, Any]:
@@ -268,6 +275,39 @@ class _BaseClient:
             },
         )
         return Call("POST", path, _wire(request), RecallResponse)
+
+    def _context_call(
+        self,
+        bank_id: str,
+        query: str,
+        max_tokens: int,
+        types: Iterable[FactType | str] | None,
+        *,
+        format: str,
+        tags: Sequence[str] | None,
+        session_id: str | None,
+    ) -> Call[ContextBlock]:
+        fields = {
+            "query": query,
+            "max_tokens": max_tokens,
+            "types": _type_list(types),
+            "format": format,
+            "tags": list(tags) if tags is not None else None,
+            "session_id": session_id,
+        }
+        request = _validated(ContextRequest, fields)
+        return Call("POST", _bank_path(bank_id, "context"), _wire(request), ContextBlock)
+
+    def _answer_call(
+        self,
+        bank_id: str,
+        question: str,
+        max_tokens: int,
+        types: Iterable[FactType | str] | None,
+    ) -> Call[Answer]:
+        fields = {"question": question, "max_tokens": max_tokens, "types": _type_list(types)}
+        request = _validated(AnswerRequest, fields)
+        return Call("POST", _bank_path(bank_id, "answer"), _wire(request), Answer)
 
     def _consolidate_call(self, bank_id: str) -> Call[ConsolidationReport]:
         return Call("POST", _bank_path(bank_id, "consolidate"), None, ConsolidationReport)

@@ -15,6 +15,7 @@ from typing import Literal, TypeVar
 import httpx
 from pydantic import BaseModel
 
+from cogsub.core.context import DEFAULT_ANSWER_TOKENS, DEFAULT_CONTEXT_TOKENS, Answer, ContextBlock
 from cogsub.core.events import FactType
 from cogsub.core.memory import ConsolidationReport, MemoryRecord, RecallResponse, RetainResult
 from cogsub.sdk._base import (
@@ -35,6 +36,7 @@ from cogsub.sdk.embedded import find_embedded_stack
 M = TypeVar("M", bound=BaseModel)
 EmbedderKind = Literal["minilm", "hash"]
 FeedbackSignalArg = Literal["returned", "used", "helpful"]
+ContextFormatArg = Literal["markdown", "json"]
 EMBEDDED_URL = "http://embedded.cogsub"
 EMBEDDED_ACTOR = "sdk-embedded"
 
@@ -244,6 +246,47 @@ class MemoryClient(_BaseClient):
             all_versions=all_versions,
         )
         return self._send(call)
+
+    def context(
+        self,
+        bank_id: str,
+        query: str,
+        max_tokens: int = DEFAULT_CONTEXT_TOKENS,
+        types: Iterable[FactType | str] | None = None,
+        *,
+        format: ContextFormatArg = "markdown",
+        tags: Sequence[str] | None = None,
+        session_id: str | None = None,
+    ) -> ContextBlock:
+        """One recall laid out for a prompt: rules, procedures, profile, facts, reasoning.
+
+        Args:
+            bank_id: The memory bank.
+            query: What the agent is about to do or asks about.
+            max_tokens: The whole block's budget, counted as recall counts tokens.
+            types: Only these fact types (default: every type).
+            format: ``markdown`` (``text`` holds the block) or ``json`` (sections only).
+            tags: Only memories with at least one of these tags.
+            session_id: Rank memories this session has already seen lower.
+        """
+        call = self._context_call(
+            bank_id, query, max_tokens, types, format=format, tags=tags, session_id=session_id
+        )
+        return self._send(call)
+
+    def answer(
+        self,
+        bank_id: str,
+        question: str,
+        max_tokens: int = DEFAULT_ANSWER_TOKENS,
+        types: Iterable[FactType | str] | None = None,
+    ) -> Answer:
+        """The server's chat model's answer over a context block, with the ids it cites.
+
+        Raises:
+            NotConfiguredError: the server has no chat model configured.
+        """
+        return self._send(self._answer_call(bank_id, question, max_tokens, types))
 
     def get_memory(self, bank_id: str, memory_id: str) -> MemoryRecord:
         """One memory with its archived event; NotFoundError if the bank has no such memory."""
@@ -484,6 +527,33 @@ class AsyncMemoryClient(_BaseClient):
             all_versions=all_versions,
         )
         return await self._send(call)
+
+    async def context(
+        self,
+        bank_id: str,
+        query: str,
+        max_tokens: int = DEFAULT_CONTEXT_TOKENS,
+        types: Iterable[FactType | str] | None = None,
+        *,
+        format: ContextFormatArg = "markdown",
+        tags: Sequence[str] | None = None,
+        session_id: str | None = None,
+    ) -> ContextBlock:
+        """One recall laid out for a prompt (see ``MemoryClient.context``)."""
+        call = self._context_call(
+            bank_id, query, max_tokens, types, format=format, tags=tags, session_id=session_id
+        )
+        return await self._send(call)
+
+    async def answer(
+        self,
+        bank_id: str,
+        question: str,
+        max_tokens: int = DEFAULT_ANSWER_TOKENS,
+        types: Iterable[FactType | str] | None = None,
+    ) -> Answer:
+        """The server's chat model's answer with its citations (see ``MemoryClient.answer``)."""
+        return await self._send(self._answer_call(bank_id, question, max_tokens, types))
 
     async def get_memory(self, bank_id: str, memory_id: str) -> MemoryRecord:
         """One memory with its archived event; NotFoundError if the bank has no such memory."""
