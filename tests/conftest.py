@@ -9,6 +9,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.fixtures import engines
+
 pytest_plugins = [
     "tests.fixtures.kafka",
     "tests.fixtures.s3",
@@ -22,6 +24,19 @@ pytest_plugins = [
 # Variables that point tests at external servers survive the clean-up on purpose.
 _KEPT = ("PATH", "HOME", "TMPDIR", "LANG", "LC_ALL", "VIRTUAL_ENV", "PYTHONPATH", "CI")
 _EXTERNAL_PREFIXES = ("KAFKA_", "S3_", "OPENSEARCH_", "AWS_", "COGSUB_TEST_")
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    # A forced engine source that cannot be had stops the run before any test, loudly.
+    try:
+        engines.session_choices()
+    except engines.EngineSelectionError as exc:
+        raise pytest.UsageError(str(exc)) from exc
+
+
+def pytest_report_header(config: pytest.Config) -> list[str]:
+    """Which Kafka, S3 and OpenSearch the connected suites use (tests/fixtures/engines.py)."""
+    return engines.header_lines()
 
 
 @pytest.fixture(autouse=True)
