@@ -13,7 +13,7 @@ from typing import Any
 from pydantic import BaseModel
 
 from cogsub.api.memories import ProcedureBody, TextBlockBody
-from cogsub.core.context import ContextRequest
+from cogsub.core.context import ContextFormat, ContextRequest
 from cogsub.core.memory import RecallRequest, RetainRequest
 from cogsub.mcp._catalog import BankListing, MemoryRef, NoArguments, ToolSpec, fields_of
 from cogsub.sdk import AsyncMemoryClient
@@ -92,7 +92,7 @@ async def _context(client: AsyncMemoryClient, bank: str, r: ContextRequest) -> B
         r.query,
         max_tokens=r.max_tokens,
         types=r.types,
-        format=r.format,
+        format="json" if r.format == ContextFormat.JSON else "markdown",
         tags=r.tags,
         session_id=r.session_id,
     )

@@ -163,7 +163,7 @@ def test_errors_become_tool_errors_with_the_api_error_body(error, kind):
     assert result.is_error is True
     body = result.structured_content["error"]
     assert body["type"] == kind and body["message"] == str(error)
-    assert result.content[0].text == f"{kind}: {error}"
+    assert result.content[0].text == f"{kind}: {error}"  # type: ignore[union-attr]
     if isinstance(error, InvalidInputError):
         assert body["problems"] == [{"field": "k", "rule": "too small"}]
 
