@@ -33,6 +33,7 @@ PLUGIN_MODULES = (
     "cogsub.cli.lifecycle",
     "cogsub.cli.dlq",
     "cogsub.cli.mcp",
+    "cogsub.cli.context",
 )
 Handler = Callable[[argparse.Namespace, Settings, Console], int]
 
