@@ -29,7 +29,7 @@ _MAX_REACH_US = 2**62
 # Up to ``each_side`` turns of each anchor's session before it (side 0) and after it (1),
 # within reach: one correlated LIMIT query per anchor and side, each on the session index.
 _SIDE = (
-    "SELECT anchor.n, {side}, near.ts_us, near.event_id, near.body, near.embedding FROM anchor"
+    "SELECT anchor.n, {side}, near.ts_us, near.event_id, {{columns}} FROM anchor"
     " JOIN documents AS near ON near.doc_id IN ("
     " SELECT d.doc_id FROM documents AS d WHERE {{where}}"
     " AND json_extract(d.body, '$.session_id') = anchor.session_id"
@@ -45,6 +45,10 @@ _AROUND = (
     + " UNION ALL "
     + _SIDE.format(side=1, compare=">", bound="<=", sign="+", order="ASC")
 )
+# Recall's window reads ids first: anchors share neighbours, and a row read once per anchor
+# carried its body and vector each time (most of the window's cost).
+_AROUND_IDS = _AROUND.replace("{columns}", "near.doc_id")
+_AROUND = _AROUND.replace("{columns}", "near.body, near.embedding")
 # Listed ids of one bank, found through the (bank_id, event_id) identity index.
 BY_IDS_IN_BANK = "bank_id = ? AND event_id IN (SELECT value FROM json_each(?))"
 
@@ -100,28 +104,55 @@ def neighbour_rows(
     One statement for every anchor and both sides: a query per anchor and side was
     ~120 round trips per recall, most of its neighbour time.
     """
+    found = _around(conn, _AROUND, filters, anchors, each_side, window_us, skip)
+    return [(event_id, body, blob) for event_id, (body, blob) in found.items()]
+
+
+def neighbour_doc_ids(
+    conn: sqlite3.Connection,
+    filters: SearchFilters,
+    anchors: Sequence[IndexDocument],
+    each_side: int,
+    window_us: int | None,
+    skip: set[str],
+) -> list[int]:
+    """The ``doc_id`` of each row :func:`neighbour_rows` would return, in its order."""
+    found = _around(conn, _AROUND_IDS, filters, anchors, each_side, window_us, skip)
+    return [doc_id for (doc_id,) in found.values()]
+
+
+def _around(
+    conn: sqlite3.Connection,
+    sql: str,
+    filters: SearchFilters,
+    anchors: Sequence[IndexDocument],
+    each_side: int,
+    window_us: int | None,
+    skip: set[str],
+) -> dict[str, tuple[Any, ...]]:
+    """event_id -> the columns ``sql`` selects after it, nearest first per anchor and side."""
     if not anchors:
-        return []
+        return {}
     where, params = filter_sql(filters)
     reach = _MAX_REACH_US if window_us is None else window_us
     placed = [
         [n, a.session_id, timestamp_us(a.timestamp), a.event_id] for n, a in enumerate(anchors)
     ]
     rows = conn.execute(
-        _AROUND.format(where=where),
+        sql.format(where=where),
         (json.dumps(placed), *params, reach, each_side, *params, reach, each_side),
     ).fetchall()
-    sides: dict[tuple[int, int], list[tuple[int, str, str, bytes]]] = {}
+    sides: dict[tuple[int, int], list[tuple[Any, ...]]] = {}
     for n, side, *row in rows:
         sides.setdefault((n, side), []).append(tuple(row))
-    wanted: dict[str, tuple[str, str, bytes]] = {}
+    wanted: dict[str, tuple[Any, ...]] = {}
     for (_, side), found in sorted(sides.items(), key=lambda item: item[0]):
         # Nearest first: the turns before in descending (ts_us, event_id) order.
         found.sort(key=lambda row: (row[0], row[1]), reverse=side == 0)
-        for _, event_id, body, blob in found:
+        for _, event_id, *columns in found:
             if event_id not in skip and event_id not in wanted:
-                wanted[event_id] = (event_id, body, blob)
-    return list(wanted.values())
+                wanted[event_id] = tuple(columns)
+    return wanted
 
 
 def scan(

@@ -20,7 +20,7 @@ import numpy.typing as npt
 
 from cogsub.core.documents import IndexDocument
 from cogsub.index.ports import Embeddings, Hit, NeighbourWindow, SearchFilters
-from cogsub.index.sqlite.reads import neighbour_rows
+from cogsub.index.sqlite.reads import neighbour_doc_ids
 from cogsub.index.sqlite.text import rank_text
 from cogsub.sqlite_support import transaction
 
@@ -83,8 +83,9 @@ def _neighbours(
         return []
     skip = {h.document.event_id for h in (*text, *vector)}
     window_us = None if window.within_s is None else int(window.within_s * 1_000_000)
-    found = neighbour_rows(conn, ask.filters, placed, window.each_side, window_us, skip)
-    return [(_bare(body), blob) for _, body, blob in found]
+    ids = neighbour_doc_ids(conn, ask.filters, placed, window.each_side, window_us, skip)
+    found = _by_doc_id(conn, ids, ask.filters.bank_id)
+    return [found[doc_id] for doc_id in ids if doc_id in found]
 
 
 def _by_doc_id(
