@@ -9,6 +9,9 @@ import httpx2
 import pytest
 from fastapi import FastAPI
 
+from cogsub.api import ApiLimits, create_app
+from cogsub.api.auth import HostGuard
+from cogsub.api.server import HostGuardMiddleware
 from tests.services.mcp.conftest import (
     KEY_A,
     KEY_ALL,
@@ -89,7 +92,7 @@ async def test_each_type_is_retained_recalled_by_type_and_forgotten(stack, banks
                 "context", {"bank_id": bank, "query": "deploy billing with Gmail on AWS"}
             )
             laid_out = succeeded(block)
-            text = block.content[0].text  # type: ignore[union-attr]
+            text = block.content[0].text
             assert text == laid_out["text"] and laid_out["tokens"] <= laid_out["max_tokens"]
             rule = kept["retain_preference"]["memory_id"]
             steps = kept["retain_procedure"]["memory_id"]
@@ -173,10 +176,20 @@ async def test_without_a_known_key_the_endpoint_answers_401(stack, banks):
 
 @pytest.mark.parametrize("path", ["/mcp", "/mcp/some-bank"])
 async def test_without_the_lifespan_the_endpoint_says_so(stack, path):
-    from cogsub.api import ApiLimits, create_app
-
     bare = create_app(service=stack.service, auth=None, limits=ApiLimits())
     transport = httpx.ASGITransport(app=bare)
     async with httpx.AsyncClient(transport=transport, base_url=BASE) as http:
         response = await http.post(path, json={})
     assert response.status_code == 503 and "lifespan" in response.json()["error"]["message"]
+
+
+async def test_the_host_guard_in_front_of_the_app_covers_mcp(stack, banks):
+    keyless = create_app(service=stack.service, auth=None, limits=ApiLimits())
+    guarded = HostGuardMiddleware(keyless, guard=HostGuard())
+    async with keyless.router.lifespan_context(keyless):
+        transport = httpx.ASGITransport(app=guarded)
+        async with httpx.AsyncClient(transport=transport, base_url=BASE) as http:
+            refused = await http.post("/mcp", json={}, headers={"Host": "evil.example"})
+        assert refused.status_code == 421
+        async with http_session(BASE, "/mcp", None, httpx2.ASGITransport(app=guarded)) as session:
+            assert len((await session.list_tools()).tools) == 12
