@@ -60,6 +60,9 @@ _SECTION_OF: dict[FactType | None, SectionName] = {
 # Within the rules, what the user prefers comes before what they corrected.
 _RULE_RANK = {FactType.PREFERENCE: 0, FactType.CORRECTION: 1}
 _INDENT = "  "
+#: A block's budget over this is how many memories it recalls (see ``recall_k``).
+TOKENS_PER_ITEM = 25
+MIN_RECALL_K = 10
 
 
 class Recalls(Protocol):
@@ -69,25 +72,34 @@ class Recalls(Protocol):
 
 
 async def context_block(memory: Recalls, bank_id: str, request: ContextRequest) -> ContextBlock:
-    """Recall once for ``request.query`` and lay the results out within ``request.max_tokens``.
-
-    Recall's own budget counts texts alone, a lower bound of what their lines cost here,
-    so it never leaves out a memory the block could still hold.
-    """
+    """Recall once for ``request.query`` and lay the results out within ``request.max_tokens``."""
     recalled = await memory.recall(bank_id, recall_request_for(request))
     return lay_out(bank_id, request, recalled.results)
 
 
 def recall_request_for(request: ContextRequest) -> RecallRequest:
-    """The recall behind a context block: as many memories as recall gives, newest versions."""
+    """The recall behind a context block: enough memories to fill the budget, newest versions.
+
+    The layout does the budgeting: recall with a budget of its own keeps reading the
+    archive past a full budget for smaller memories, which the block cannot hold anyway.
+    """
     return RecallRequest(
         query=request.query,
         types=request.types,
         tags=request.tags,
-        k=MAX_RECALL_K,
-        max_tokens=request.max_tokens,
+        k=recall_k(request.max_tokens),
         session_id=request.session_id,
     )
+
+
+def recall_k(max_tokens: int) -> int:
+    """How many memories to recall for a budget: about one per ``TOKENS_PER_ITEM`` tokens.
+
+    A block line costs its text plus ~10 tokens of id, date and bullet, and a typical
+    memory is a sentence or two, so fewer memories than this rarely fill the budget,
+    while every memory recalled costs an archive read.
+    """
+    return max(MIN_RECALL_K, min(MAX_RECALL_K, -(-max_tokens // TOKENS_PER_ITEM)))
 
 
 def lay_out(bank_id: str, request: ContextRequest, ranked: Sequence[MemoryHit]) -> ContextBlock:

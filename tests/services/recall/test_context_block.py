@@ -14,6 +14,7 @@ from cogsub.recall.context_block import (
     SECTION_ORDER,
     context_block,
     lay_out,
+    recall_k,
     recall_request_for,
     render_markdown,
 )
@@ -178,7 +179,13 @@ async def test_the_block_is_laid_out_from_one_recall_of_the_newest_versions() ->
     block = await context_block(OneRecall(), "jane", wanted)
     assert len(asked) == 1 and asked[0] == recall_request_for(wanted)
     assert not asked[0].all_versions and asked[0].types == [FactType.WORLD]
+    assert asked[0].max_tokens is None  # the layout budgets: recall reads no more than k
     assert block.memory_ids() == ["a"] and block.bank_id == "jane"
+
+
+def test_the_recall_size_follows_the_budget_within_recalls_limits() -> None:
+    budgets = (1, 250, 251, 1_000, 2_500, 100_000)
+    assert [recall_k(t) for t in budgets] == [10, 10, 11, 40, 100, 100]
 
 
 # Hypothesis: any ranking of any sizes under any budget.
