@@ -13,7 +13,7 @@ from typing import Any
 from pydantic import BaseModel
 
 from cogsub.api.memories import ProcedureBody, TextBlockBody
-from cogsub.core.context import ContextFormat, ContextRequest
+from cogsub.core.context import AnswerRequest, ContextFormat, ContextRequest
 from cogsub.core.memory import RecallRequest, RetainRequest
 from cogsub.mcp._catalog import BankListing, MemoryRef, NoArguments, ToolSpec, fields_of
 from cogsub.sdk import AsyncMemoryClient
@@ -96,6 +96,10 @@ async def _context(client: AsyncMemoryClient, bank: str, r: ContextRequest) -> B
         tags=r.tags,
         session_id=r.session_id,
     )
+
+
+async def _answer(client: AsyncMemoryClient, bank: str, r: AnswerRequest) -> BaseModel:
+    return await client.answer(bank, r.question, r.max_tokens, r.types)
 
 
 async def _get(client: AsyncMemoryClient, bank: str, r: MemoryRef) -> BaseModel:
@@ -218,6 +222,15 @@ TOOLS: tuple[ToolSpec[Any], ...] = (
         "Call it before starting a task.",
         ContextRequest,
         _context,
+    ),
+    ToolSpec(
+        "answer",
+        "A question answered by the server's chat model from the bank's memories, with the "
+        "memory ids it cites (only ids of the context block it was given). Use it when you "
+        "want the conclusion rather than the notes; a server without a model answers "
+        "not_configured, and context still works there.",
+        AnswerRequest,
+        _answer,
     ),
     ToolSpec(
         "get_memory",

@@ -34,6 +34,7 @@ EXPECTED = {
     "update_profile",
     "recall",
     "context",
+    "answer",
     "get_memory",
     "forget_memory",
     "consolidate",

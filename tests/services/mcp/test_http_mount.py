@@ -12,6 +12,7 @@ from fastapi import FastAPI
 from cogsub.api import ApiLimits, create_app
 from cogsub.api.auth import HostGuard
 from cogsub.api.server import HostGuardMiddleware
+from cogsub.mcp import TOOLS
 from tests.services.mcp.conftest import (
     KEY_A,
     KEY_ALL,
@@ -32,7 +33,7 @@ async def test_the_unpinned_endpoint_lists_every_tool_with_a_bank_argument(stack
     async with running_app(stack, banks) as app:
         async with _session(app, "/mcp", KEY_ALL) as session:
             tools = {tool.name: tool for tool in (await session.list_tools()).tools}
-        assert "list_banks" in tools and len(tools) == 12
+        assert "list_banks" in tools and len(tools) == len(TOOLS)
         assert tools["recall"].input_schema["required"] == ["bank_id", "query"]
         assert "no, do it this way" in tools["retain_correction"].description
 
@@ -41,7 +42,7 @@ async def test_the_pinned_endpoint_hides_the_bank_and_the_bank_wide_tools(stack,
     async with running_app(stack, banks) as app:
         async with _session(app, f"/mcp/{banks[0]}", KEY_A) as session:
             tools = {tool.name: tool for tool in (await session.list_tools()).tools}
-            assert "list_banks" not in tools and len(tools) == 11
+            assert "list_banks" not in tools and len(tools) == len(TOOLS) - 1
             assert all(
                 "bank_id" not in t.input_schema.get("properties", {}) for t in tools.values()
             )
@@ -104,6 +105,12 @@ async def test_each_type_is_retained_recalled_by_type_and_forgotten(stack, banks
                 )
             )
             assert as_json["text"] == "" and as_json["sections"]
+
+            no_model = failed(
+                await session.call_tool("answer", {"bank_id": bank, "question": "deploy how?"}),
+                "not_configured",
+            )
+            assert "COGSUB_" in no_model["message"]  # it names the settings to set
 
             memory_id = kept["retain_correction"]["memory_id"]
             got = succeeded(
@@ -192,4 +199,4 @@ async def test_the_host_guard_in_front_of_the_app_covers_mcp(stack, banks):
             refused = await http.post("/mcp", json={}, headers={"Host": "evil.example"})
         assert refused.status_code == 421
         async with http_session(BASE, "/mcp", None, httpx2.ASGITransport(app=guarded)) as session:
-            assert len((await session.list_tools()).tools) == 12
+            assert len((await session.list_tools()).tools) == len(TOOLS)
