@@ -1,0 +1,244 @@
+/**
+ * The client against a live `cogsub run` (hash embedder, fresh data directory, API keys on):
+ * the seed's calls exactly as it writes them, recall by type, reads, forgets, export and
+ * import, consolidation, and every error class from a real answer.
+ */
+import assert from "node:assert/strict";
+import { readFileSync } from "node:fs";
+import { join } from "node:path";
+import { after, before, describe, test } from "node:test";
+
+import {
+  AuthenticationError,
+  CogsubError,
+  ConflictError,
+  InvalidInputError,
+  MemoryClient,
+  NotConfiguredError,
+  NotFoundError,
+  PermissionDeniedError,
+} from "../src/index.js";
+import { type LiveServer, startServer } from "./live-server.js";
+
+const OPERATOR_KEY = "ops-key-0123456789abcdef";
+const ALICE_KEY = "alice-key-0123456789abcd";
+const ALICE = "alice-ts";
+const PACKAGE_DIR = new URL("../..", import.meta.url).pathname;
+
+let server: LiveServer;
+let cm: MemoryClient;
+
+before(async () => {
+  const keys = { [OPERATOR_KEY]: ["*"], [ALICE_KEY]: [ALICE] };
+  server = await startServer({ COGSUB_API__KEYS: JSON.stringify(keys) });
+  cm = new MemoryClient({ baseUrl: server.url, apiKey: OPERATOR_KEY, timeoutMs: 20_000 });
+});
+
+after(async () => {
+  await server?.stop();
+});
+
+let banks = 0;
+const freshBank = (): string => `ts-bank-${process.pid}-${(banks += 1)}`;
+
+describe("the seed's calls, as written", () => {
+  test("each typed block is kept and recallable by its type", async () => {
+    const bank = freshBank();
+    const steps = ["make build", "kubectl apply -f prod.yaml", "curl /health"];
+    const procedure = await cm.retainProcedure(bank, steps, { rationale: "standard prod deploy", wait: true });
+    const reasoning = await cm.retainReasoning(bank, "Chose gRPC over REST: p99 latency mattered more.", { wait: true });
+    const preference = await cm.retainPreference(bank, "For day-planning, use personal Gmail, never work mail.", {
+      wait: true,
+    });
+    const correction = await cm.retainCorrection(bank, "No — drain the pod before restart.", { wait: true });
+    const profile = await cm.updateProfile(bank, "Has admin on AWS, GitHub, and Grafana.", { wait: true });
+    const world = await cm.retain(bank, "Acme HQ is in Berlin.", { factType: "world", wait: true });
+
+    const kept = { procedure, reasoning, preference, correction, profile, world };
+    for (const [type, result] of Object.entries(kept)) {
+      assert.equal(result.fact_type, type);
+      assert.equal(result.bank_id, bank);
+      assert.equal(result.recallable, true, `${type} should be recallable after wait`);
+    }
+
+    const procedures = await cm.recall(bank, "how do I deploy?", { types: ["procedure"] });
+    assert.deepEqual(procedures.results.map((hit) => hit.id), [procedure.memory_id]);
+    assert.deepEqual(procedures.results[0]?.steps, steps);
+    assert.equal(procedures.results[0]?.rationale, "standard prod deploy");
+
+    const rules = await cm.recall(bank, "how should I handle this?", { types: ["preference", "correction"] });
+    assert.deepEqual(
+      rules.results.map((hit) => hit.id).sort(),
+      [preference.memory_id, correction.memory_id].sort(),
+    );
+    const everything = await cm.recall(bank, "deploy");
+    assert.equal(everything.results.length, 6);
+    const hit = everything.results[0];
+    assert.ok(hit && typeof hit.explain.final === "number" && hit.score > 0);
+  });
+
+  test("a procedure v2 supersedes v1: recall returns v2, v1 stays readable", async () => {
+    const bank = freshBank();
+    const v1 = await cm.retainProcedure(bank, ["restart the pod"], { wait: true });
+    const v2 = await cm.retainProcedure(bank, ["drain the pod", "restart the pod"], {
+      supersedes: v1.memory_id,
+      rationale: "drain first",
+      wait: true,
+    });
+    assert.equal(v2.version, 2);
+    const found = await cm.recall(bank, "restart the pod", { types: ["procedure"] });
+    assert.deepEqual(found.results.map((h) => h.id), [v2.memory_id]);
+    const old = await cm.getMemory(bank, v1.memory_id);
+    assert.match(old.text, /restart the pod/);
+  });
+
+  test("a retain with its own id is idempotent, and one of known content is reinforced", async () => {
+    const bank = freshBank();
+    const first = await cm.retain(bank, "The staging cluster is in eu-west-1.", { memoryId: "fact-1", wait: true });
+    const again = await cm.retain(bank, "The staging cluster is in eu-west-1.", { memoryId: "fact-1", wait: true });
+    assert.equal(again.memory_id, first.memory_id);
+    const copy = await cm.retain(bank, "The staging cluster is in eu-west-1.", { wait: true });
+    assert.equal(copy.memory_id, "fact-1");
+    assert.equal(copy.reinforced, true);
+  });
+});
+
+describe("reads, forgets, export and import", () => {
+  test("getMemory returns the record; after forget it is NotFoundError", async () => {
+    const bank = freshBank();
+    const kept = await cm.retain(bank, "Jane's badge number is 4471.", {
+      tags: ["badge"],
+      context: { sessionId: "s-1" },
+      wait: true,
+    });
+    const record = await cm.getMemory(bank, kept.memory_id);
+    assert.equal(record.text, "Jane's badge number is 4471.");
+    assert.deepEqual(record.tags, ["badge"]);
+    const report = await cm.forget(bank, kept.memory_id);
+    assert.equal(report.forgotten[0], kept.memory_id);
+    await assert.rejects(cm.getMemory(bank, kept.memory_id), NotFoundError);
+    const after = await cm.recall(bank, "badge number");
+    assert.equal(after.results.length, 0);
+  });
+
+  test("export streams header, objects and trailer; import brings a forgotten bank back", async () => {
+    const bank = freshBank();
+    await cm.retainPreference(bank, "Prefers tea over coffee in the afternoon.", { wait: true });
+    await cm.retain(bank, "The office wifi is called acme-guest.", { factType: "world", wait: true });
+    const lines: string[] = [];
+    for await (const line of cm.export(bank)) lines.push(line);
+    assert.ok(lines.length >= 4, `header, two objects, trailer; got ${lines.length}`);
+    for (const line of lines) JSON.parse(line); // every line is one JSON value
+
+    await assert.rejects(cm.forgetBank(bank, { confirm: "another-bank" }), InvalidInputError);
+    const erased = await cm.forgetBank(bank, { confirm: bank });
+    assert.equal(erased.complete, true);
+    assert.equal((await cm.recall(bank, "tea")).results.length, 0);
+
+    const imported = await cm.importBank(bank, lines);
+    assert.equal(imported.complete, true);
+    assert.equal(imported.invalid, 0);
+    assert.ok(imported.imported > 0);
+    const back = await cm.recall(bank, "tea or coffee", { types: ["preference"] });
+    assert.match(back.results[0]?.text ?? "", /tea/);
+  });
+
+  test("consolidate runs one round of the bank and a second finds nothing new", async () => {
+    const bank = freshBank();
+    await cm.retainCorrection(bank, "No — drain the pod before restart.", { wait: true });
+    const first = await cm.consolidate(bank);
+    assert.equal(first.bank_id, bank);
+    const second = await cm.consolidate(bank);
+    assert.deepEqual(second.preferences ?? [], []);
+    assert.deepEqual(second.observations ?? [], []);
+  });
+
+  test("feedback counts the memories it updated", async () => {
+    const bank = freshBank();
+    const kept = await cm.retain(bank, "Deploys happen on Tuesdays.", { wait: true });
+    assert.equal(await cm.feedback(bank, [kept.memory_id], "helpful"), 1);
+    await assert.rejects(cm.feedback(bank, ["no-such-memory"]), NotFoundError);
+  });
+});
+
+describe("context and answer", () => {
+  test("context lays the bank out by section, each item with its memory id, within the budget", async () => {
+    const bank = freshBank();
+    const rule = await cm.retainPreference(bank, "Always drain the pod before a restart.", { wait: true });
+    const how = await cm.retainProcedure(bank, ["drain the pod", "restart the pod"], { wait: true });
+    const block = await cm.context(bank, "restart the pod", { maxTokens: 500 });
+    assert.equal(block.bank_id, bank);
+    assert.ok(block.tokens <= 500 && block.max_tokens === 500);
+    const sections = Object.fromEntries(block.sections.map((s) => [s.name, s.items.map((i) => i.memory_id)]));
+    assert.deepEqual(sections.rules, [rule.memory_id]);
+    assert.deepEqual(sections.procedures, [how.memory_id]);
+    assert.ok(block.text.includes(rule.memory_id), block.text);
+    const json = await cm.context(bank, "restart the pod", { format: "json", types: ["procedure"] });
+    assert.equal(json.text, "");
+    assert.deepEqual(json.sections.flatMap((s) => s.items.map((i) => i.memory_id)), [how.memory_id]);
+  });
+
+  test("answer without a chat model is NotConfiguredError (a ConflictError, 409)", async () => {
+    await assert.rejects(cm.answer(freshBank(), "how do I restart?"), (error: unknown) => {
+      assert.ok(error instanceof NotConfiguredError && error instanceof ConflictError);
+      assert.equal(error.status, 409);
+      return true;
+    });
+  });
+});
+
+describe("errors are the API's, as classes", () => {
+  test("a bad bank id is refused before anything is sent, naming the field", async () => {
+    const refused = new MemoryClient({ baseUrl: "http://127.0.0.1:9", retries: 0 });
+    await assert.rejects(refused.recall("../etc", "x"), (error: unknown) => {
+      assert.ok(error instanceof InvalidInputError);
+      assert.equal(error.problems[0]?.field, "bank_id");
+      return true;
+    });
+    await assert.rejects(refused.retainProcedure("ok", []), /steps: must have at least one step/);
+  });
+
+  test("a field the server refuses comes back as InvalidInputError naming it", async () => {
+    await assert.rejects(cm.recall(freshBank(), "x", { k: 0 }), (error: unknown) => {
+      assert.ok(error instanceof InvalidInputError);
+      assert.equal(error.status, 422);
+      assert.equal(error.type, "invalid_input");
+      assert.ok(error.problems.some((p) => p.field === "k"), JSON.stringify(error.problems));
+      return true;
+    });
+  });
+
+  test("no key is AuthenticationError; another bank's key is PermissionDeniedError", async () => {
+    const anonymous = new MemoryClient({ baseUrl: server.url });
+    await assert.rejects(anonymous.recall(ALICE, "x"), AuthenticationError);
+    const wrong = new MemoryClient({ baseUrl: server.url, apiKey: "not-a-key-0123456789" });
+    await assert.rejects(wrong.recall(ALICE, "x"), (error: unknown) => {
+      assert.ok(error instanceof AuthenticationError && error.status === 401);
+      assert.ok(!error.message.includes("not-a-key-0123456789"), "the key never shows in a message");
+      return true;
+    });
+    const alice = new MemoryClient({ baseUrl: server.url, apiKey: ALICE_KEY });
+    await alice.retain(ALICE, "Alice's own memory.", { wait: true });
+    await assert.rejects(alice.recall("bob-ts", "x"), PermissionDeniedError);
+    assert.ok(!String(alice).includes(ALICE_KEY));
+  });
+
+  test("supersedes naming no procedure is NotFoundError", async () => {
+    await assert.rejects(
+      cm.retainProcedure(freshBank(), ["step"], { supersedes: "nothing-here", wait: true }),
+      (error: unknown) => error instanceof NotFoundError && error instanceof CogsubError && error.status === 404,
+    );
+  });
+});
+
+describe("the committed OpenAPI document", () => {
+  test("is the one the running server publishes", async () => {
+    const served = await (await fetch(`${server.url}/openapi.json`)).json();
+    const committed = JSON.parse(readFileSync(join(PACKAGE_DIR, "openapi.json"), "utf8"));
+    assert.deepEqual(
+      committed,
+      served,
+      "openapi.json drifted from the API: run `npm run openapi && npm run generate` in clients/typescript",
+    );
+  });
+});
