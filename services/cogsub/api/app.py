@@ -10,7 +10,7 @@ from fastapi.openapi.docs import get_swagger_ui_html
 from fastapi.responses import HTMLResponse
 from fastapi.staticfiles import StaticFiles
 
-from cogsub.api import consolidation, dead_letters, health, memories, recall
+from cogsub.api import banks, consolidation, dead_letters, health, memories, recall
 from cogsub.api import context as context_routes
 from cogsub.api import lifecycle as lifecycle_routes
 from cogsub.api import operations as operations_routes
@@ -92,6 +92,7 @@ def create_app(
     install_error_handlers(app)
     app.include_router(health.router)
     app.include_router(memories.router)
+    app.include_router(banks.router)
     app.include_router(recall.router)
     setattr(app.state, context_routes.ANSWERER_ATTRIBUTE, answerer)
     app.include_router(context_routes.router)
