@@ -42,18 +42,22 @@ _PROBE = textwrap.dedent(
     def canonical(name):
         return re.sub(r"[-_.]+", "-", name).lower()
 
-    def core_requirements(dist):
+    def core_requirements(dist, extras):
+        # A requirement's own extras count (mcp needs pyjwt[crypto], hence cryptography).
         for line in md.distribution(dist).requires or []:
             requirement = Requirement(line)
-            if requirement.marker is None or requirement.marker.evaluate({"extra": ""}):
-                yield canonical(requirement.name)
+            if requirement.marker is None or any(
+                requirement.marker.evaluate({"extra": extra}) for extra in ("", *extras)
+            ):
+                yield canonical(requirement.name), tuple(sorted(requirement.extras))
 
-    brought, todo = set(also_installed), ["cognitive-substrate"]
+    brought, seen, todo = set(also_installed), set(), [("cognitive-substrate", ())]
     while todo:
-        dist = todo.pop()
-        if dist not in brought:
+        dist, extras = todo.pop()
+        if (dist, extras) not in seen and dist not in also_installed:
+            seen.add((dist, extras))
             brought.add(dist)
-            todo.extend(core_requirements(dist))
+            todo.extend(core_requirements(dist, extras))
 
     hidden = {
         name

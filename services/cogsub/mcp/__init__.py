@@ -10,11 +10,11 @@ from cogsub.mcp._stdio import ProcessCallers, serve_stdio
 from cogsub.mcp._tools import TOOLS, TOOLS_BY_NAME, offered
 
 __all__ = [
-    "TOOLS",
-    "TOOLS_BY_NAME",
     "Callers",
     "InProcessCallers",
     "ProcessCallers",
+    "TOOLS",
+    "TOOLS_BY_NAME",
     "ToolCall",
     "ToolSpec",
     "bearer_key",
