@@ -45,6 +45,7 @@ demo: setup
 lint: setup-dev module-sizes
 	$(BIN)/ruff check libs services tests benchmarks scripts
 	$(BIN)/ruff format --check libs services tests benchmarks scripts
+	$(BIN)/actionlint .github/workflows/*.yml
 
 module-sizes: setup
 	$(BIN)/python -m scripts.module_sizes libs services
@@ -65,6 +66,12 @@ test-fast: setup-dev
 	$(BIN)/pytest -m "not connected and not slow" -x -q
 
 test-all: test
+
+# The connected suites on Apache Kafka, MinIO and OpenSearch (k-NN) in Docker, with the images
+# docker-compose.yml names; fails at once when no Docker engine answers (tests/fixtures/engines.py).
+.PHONY: test-containers
+test-containers: setup-dev
+	COGSUB_TEST_ENGINES=containers $(BIN)/pytest -m connected -q
 
 # The run's files go under .bench/, away from /tmp's churn of created and deleted files
 # (ext4 file creation slows down next to recently deleted inodes; see docs/performance.md).
