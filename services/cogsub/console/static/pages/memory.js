@@ -16,6 +16,7 @@ export async function memoryPage(route) {
   } catch (error) {
     if (!(error instanceof ApiError) || error.status !== 404) throw error;
     record = await get(path); // no history route on this server (or a 404 the get repeats)
+    history = archivedLineage(bank, record);
   }
   return h("section", { class: "memory" },
     h("h1", {}, h("span", { class: `chip t-${record.fact_type}` }, (history && history.kind) || record.fact_type || "memory"), " ", record.id),
@@ -25,10 +26,20 @@ export async function memoryPage(route) {
       h("div", {}, h("h2", {}, "Text"), memoryText(record)),
       h("div", {}, h("h2", {}, "Signals"), signals(record, history))),
     h("h2", {}, "Lineage"),
-    history ? lineage(bank, history) : h("p", { class: "muted" }, "This server has no history route yet."),
+    lineage(bank, history),
     history && supersessions(history),
     h("details", {}, h("summary", {}, "Archived event"),
       h("pre", { class: "json", id: "archived-event" }, JSON.stringify(record.archived_event, null, 2))));
+}
+
+// Without the history route, what the archived event itself names: the memories it came from.
+function archivedLineage(bank, record) {
+  const sources = findKey(record.archived_event, "sources");
+  return {
+    bank_id: bank, memory_id: record.id, memory: record, kind: null, versions: [], supersedes: [],
+    superseded_by: null, evidence: [], corrections: [], signals: null,
+    sources: (Array.isArray(sources) ? sources : []).map((id) => ({ memory_id: String(id), relation: "source" })),
+  };
 }
 
 function memoryText(record) {
