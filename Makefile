@@ -58,9 +58,19 @@ typecheck: setup-dev
 	$(BIN)/mypy libs services scripts
 
 # The fast subset first (stop early on its failure), then everything that needs servers or time.
-test: setup-dev lint typecheck
+# The console's browser tests fail, never skip, here when chromium is missing.
+test: setup-dev setup-browser lint typecheck
 	$(BIN)/pytest -m "not connected and not slow" -x -q
-	$(BIN)/pytest -m "connected or slow" -q
+	COGSUB_TEST_REQUIRE_BROWSER=1 $(BIN)/pytest -m "connected or slow" -q
+
+# Debian's chromium, which the console's Playwright tests drive (Playwright downloads nothing).
+.PHONY: setup-browser console-screenshots
+setup-browser:
+	command -v chromium >/dev/null || (apt-get update -qq && apt-get install -y -qq chromium)
+
+# docs/console/*.png, taken by the console's browser tests themselves.
+console-screenshots: setup-dev setup-browser
+	COGSUB_TEST_REQUIRE_BROWSER=1 COGSUB_TEST_SCREENSHOTS=docs/console $(BIN)/pytest -q tests/console
 
 test-fast: setup-dev
 	$(BIN)/pytest -m "not connected and not slow" -x -q
