@@ -16,7 +16,7 @@ the same words.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from typing import Protocol
 
 from cogsub.core.context import (
@@ -35,7 +35,7 @@ from cogsub.core.memory import (
     RecallResponse,
     procedure_text,
 )
-from cogsub.recall.ranking import estimate_tokens, procedure_version
+from cogsub.recall.ranking import procedure_version
 from cogsub.recall.retain import same_content_key
 
 SECTION_TITLES = {
@@ -60,6 +60,9 @@ _SECTION_OF: dict[FactType | None, SectionName] = {
 # Within the rules, what the user prefers comes before what they corrected.
 _RULE_RANK = {FactType.PREFERENCE: 0, FactType.CORRECTION: 1}
 _INDENT = "  "
+_BETWEEN = "\n\n"
+#: What ``estimate_tokens`` divides a text's length by (held to it by a test).
+CHARS_PER_TOKEN = 4
 #: A block's budget over this is how many memories it recalls (see ``recall_k``).
 TOKENS_PER_ITEM = 25
 MIN_RECALL_K = 10
@@ -104,21 +107,43 @@ def recall_k(max_tokens: int) -> int:
 
 def lay_out(bank_id: str, request: ContextRequest, ranked: Sequence[MemoryHit]) -> ContextBlock:
     """The block of ``ranked`` (best first) for ``request``: standing memories, within budget."""
-    chosen: list[MemoryHit] = []
+    chosen: dict[SectionName, list[tuple[ContextItem, str]]] = {n: [] for n in SECTION_ORDER}
+    chars = 0  # the length of the markdown block so far, kept without rendering it again
     for hit in standing(ranked):
-        if _tokens(render_markdown(_sections([*chosen, hit]))) <= request.max_tokens:
-            chosen.append(hit)
-    sections = _sections(chosen)
-    text = render_markdown(sections)
+        name, item = _SECTION_OF[hit.fact_type], _item(hit)
+        line = _line(name, item)
+        added = len(line) + 1  # the line and the newline before it
+        if not chosen[name]:
+            added += len(_heading(name)) + (len(_BETWEEN) if chars else 0)
+        if tokens_for(chars + added) <= request.max_tokens:
+            chosen[name].append((item, line))
+            chars += added
+    # A stable sort keeps rank order among preferences and among corrections.
+    chosen[SectionName.RULES].sort(key=lambda pair: _RULE_RANK[pair[0].type or FactType.CORRECTION])
+    filled = [(name, pairs) for name, pairs in chosen.items() if pairs]
+    text = _BETWEEN.join(
+        "\n".join([_heading(name), *(line for _, line in pairs)]) for name, pairs in filled
+    )
     return ContextBlock(
         bank_id=bank_id,
         query=request.query,
         format=request.format,
-        tokens=_tokens(text),
+        tokens=tokens_for(len(text)),
         max_tokens=request.max_tokens,
         text=text if request.format is ContextFormat.MARKDOWN else "",
-        sections=sections,
+        sections=[
+            ContextSection(name=name, items=[item for item, _ in pairs]) for name, pairs in filled
+        ],
     )
+
+
+def tokens_for(chars: int) -> int:
+    """Recall's ``estimate_tokens`` of a text this long (it counts by length alone); 0 for none.
+
+    The layout admits memories by the block's length rather than rendering the block
+    again for each one; a test holds this to ``estimate_tokens`` itself.
+    """
+    return -(-chars // CHARS_PER_TOKEN)
 
 
 def standing(ranked: Sequence[MemoryHit]) -> list[MemoryHit]:
@@ -156,20 +181,6 @@ def _procedure(hit: MemoryHit) -> tuple[str, int] | None:
     return procedure_version(hit.tags)
 
 
-def _sections(chosen: Iterable[MemoryHit]) -> list[ContextSection]:
-    """The chosen memories by section, in section order; rank order within each."""
-    by_section: dict[SectionName, list[MemoryHit]] = {name: [] for name in SECTION_ORDER}
-    for hit in chosen:
-        by_section[_SECTION_OF[hit.fact_type]].append(hit)
-    # A stable sort keeps rank order among preferences and among corrections.
-    by_section[SectionName.RULES].sort(key=lambda h: _RULE_RANK[h.fact_type or FactType.CORRECTION])
-    return [
-        ContextSection(name=name, items=[_item(h) for h in hits])
-        for name, hits in by_section.items()
-        if hits
-    ]
-
-
 def _item(hit: MemoryHit) -> ContextItem:
     return ContextItem(
         memory_id=hit.id,
@@ -189,10 +200,13 @@ def _procedure_block(hit: MemoryHit) -> str:
 
 def render_markdown(sections: Sequence[ContextSection]) -> str:
     """The prompt-ready block: one ``##`` heading per section, one bullet per memory."""
-    return "\n\n".join(
-        "\n".join([f"## {SECTION_TITLES[s.name]}", *(_line(s.name, i) for i in s.items)])
-        for s in sections
+    return _BETWEEN.join(
+        "\n".join([_heading(s.name), *(_line(s.name, i) for i in s.items)]) for s in sections
     )
+
+
+def _heading(name: SectionName) -> str:
+    return f"## {SECTION_TITLES[name]}"
 
 
 def _line(section: SectionName, item: ContextItem) -> str:
@@ -207,7 +221,3 @@ def _line(section: SectionName, item: ContextItem) -> str:
             kind = f" {item.type}" if item.type is not None else ""
             head = f"{item.timestamp[:10]}{kind}: {first}"
     return "\n".join([f"- [{item.memory_id}] {head}", *(_INDENT + line for line in rest)])
-
-
-def _tokens(text: str) -> int:
-    return estimate_tokens(text) if text else 0

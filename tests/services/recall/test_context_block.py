@@ -17,6 +17,7 @@ from cogsub.recall.context_block import (
     recall_k,
     recall_request_for,
     render_markdown,
+    tokens_for,
 )
 from cogsub.recall.ranking import estimate_tokens
 
@@ -186,6 +187,11 @@ async def test_the_block_is_laid_out_from_one_recall_of_the_newest_versions() ->
 def test_the_recall_size_follows_the_budget_within_recalls_limits() -> None:
     budgets = (1, 250, 251, 1_000, 2_500, 100_000)
     assert [recall_k(t) for t in budgets] == [10, 10, 11, 40, 100, 100]
+
+
+@given(text=st.text(max_size=2_000))
+def test_the_block_counts_tokens_as_recall_does(text: str) -> None:
+    assert tokens_for(len(text)) == (estimate_tokens(text) if text else 0)
 
 
 # Hypothesis: any ranking of any sizes under any budget.
