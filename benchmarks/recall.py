@@ -44,6 +44,7 @@ from benchmarks.results import record
 from cogsub.archive.filesystem import FilesystemArchive
 from cogsub.bus.memory import InMemoryEventBus
 from cogsub.core import IndexDocument, format_timestamp
+from cogsub.core.context import DEFAULT_CONTEXT_TOKENS, ContextRequest
 from cogsub.core.memory import RecallRequest
 from cogsub.embeddings.hash import HashEmbedder
 from cogsub.embeddings.minilm import MiniLMEmbedder
@@ -51,6 +52,7 @@ from cogsub.embeddings.ports import Embedder
 from cogsub.evaluation.locomo_data import ADVERSARIAL_CATEGORY, load_locomo, memory_id_for, safe_id
 from cogsub.index.sqlite import SqliteMemoryIndex
 from cogsub.recall import MemoryService
+from cogsub.recall.context_block import context_block, recall_k
 
 DIMENSION = 384
 SESSIONS_PER_BANK = 500
@@ -60,6 +62,8 @@ TARGET_LOCOMO_MS = 15.0
 TARGET_ONE_BANK_MS = 30.0
 TARGET_MANY_BANKS_MS = 60.0
 TARGET_RATIO = 3.0
+#: A context block's p95 over that of the one recall it makes (issue 29).
+TARGET_CONTEXT_RATIO = 1.10
 #: Below this many memories the process's fixed costs hide what each memory adds.
 PER_MILLION_FROM = 100_000
 
@@ -266,6 +270,55 @@ async def time_recalls(
     return walls, excluded
 
 
+async def time_context(
+    service: MemoryService, embedder: TimedEmbedder, asks: Sequence[Ask]
+) -> dict[str, Any]:
+    """Context blocks beside the recalls they stand on, excluding embedding, in ms.
+
+    Each ask in turn: recall as this bench times it (k=10), recall of as many
+    memories as a default block recalls, then the block itself, so a load that
+    comes and goes on the machine falls on all three alike.
+    """
+    wanted = ContextRequest(query="warm-up", max_tokens=DEFAULT_CONTEXT_TOKENS)
+    same_k = recall_k(wanted.max_tokens)
+    for bank, query in asks[:20]:
+        await context_block(service, bank, wanted.model_copy(update={"query": query}))
+    samples: dict[str, list[float]] = {"recall": [], "recall_same_k": [], "context": []}
+    tokens = []
+
+    async def timed(name: str, work: Awaitable[Any]) -> Any:
+        embedder.spent_s = 0.0
+        began = time.perf_counter()
+        done = await work
+        samples[name].append((time.perf_counter() - began - embedder.spent_s) * 1000)
+        return done
+
+    for bank, query in asks:
+        await timed("recall", service.recall(bank, RecallRequest(query=query, k=10)))
+        await timed("recall_same_k", service.recall(bank, RecallRequest(query=query, k=same_k)))
+        asked = wanted.model_copy(update={"query": query})
+        block = await timed("context", context_block(service, bank, asked))
+        tokens.append(block.tokens)
+    await service.drain()
+    cut = {name: percentiles(values) for name, values in samples.items()}
+    ratio = round(cut["context"]["p95_ms"] / cut["recall_same_k"]["p95_ms"], 3)
+    return {
+        "max_tokens": wanted.max_tokens,
+        "recall_k": same_k,
+        "block_tokens_p50": statistics.median(tokens),
+        "context_excluding_embedding": cut["context"],
+        "recall_k10_excluding_embedding": cut["recall"],
+        "recall_same_k_excluding_embedding": cut["recall_same_k"],
+        "context_p50_over_recall_same_k": round(
+            cut["context"]["p50_ms"] / cut["recall_same_k"]["p50_ms"], 3
+        ),
+        "context_p95_over_recall_same_k": ratio,
+        "context_p95_over_recall_k10": round(cut["context"]["p95_ms"] / cut["recall"]["p95_ms"], 3),
+        "target_context_over_recall": TARGET_CONTEXT_RATIO,
+        "context_target_met": ratio <= TARGET_CONTEXT_RATIO,
+    }
+
+
 async def embedding_p50(minilm: MiniLMEmbedder, asks: Sequence[Ask]) -> float:
     """MiniLM's p50 for one question alone, as recall embeds it."""
     samples = []
@@ -309,6 +362,11 @@ async def bench_store(store: Store, minilm: MiniLMEmbedder, workdir: Path | None
             timed_minilm,
             store.asks,
         )
+        context = await time_context(
+            MemoryService(bus=bus, archive=archive, index=index, embedder=timed_own),
+            timed_own,
+            store.asks,
+        )
         embed_p50 = await embedding_p50(minilm, store.asks)
         after = rss_mib()
         await index.close()
@@ -331,6 +389,7 @@ async def bench_store(store: Store, minilm: MiniLMEmbedder, workdir: Path | None
         "rss_after_recall_mib": round(after, 1),
         "rss_store_growth_mib": round(after - before_fill, 1),
         "rss_per_million_memories_mib": _per_million(after - before_fill, store.count),
+        "context": context,
     }
 
 
@@ -399,6 +458,29 @@ def _print_table(rows: Sequence[dict[str, Any]]) -> None:
             f"{row['p95_over_embedding_p50']} ({ratio_met}) | "
             f"{row['rss_per_million_memories_mib'] or '–'} "
             f"(grew {row['rss_store_growth_mib']} MiB)"
+        )
+    _print_context_table(rows)
+
+
+def _print_context_table(rows: Sequence[dict[str, Any]]) -> None:
+    print()
+    print(
+        "store | memories | context p50/p95 ms | recall same k p50/p95 ms | "
+        "recall k=10 p50/p95 ms | context p95 / recall same k (target ≤ 1.10) | / recall k=10"
+    )
+    print("--- | --- | --- | --- | --- | --- | ---")
+    for row in rows:
+        ctx = row["context"]
+        block = ctx["context_excluding_embedding"]
+        same = ctx["recall_same_k_excluding_embedding"]
+        k10 = ctx["recall_k10_excluding_embedding"]
+        met = "met" if ctx["context_target_met"] else "not met"
+        print(
+            f"{row['store']} | {row['memories']} | {block['p50_ms']} / {block['p95_ms']} | "
+            f"{same['p50_ms']} / {same['p95_ms']} (k={ctx['recall_k']}) | "
+            f"{k10['p50_ms']} / {k10['p95_ms']} | "
+            f"{ctx['context_p95_over_recall_same_k']} ({met}) | "
+            f"{ctx['context_p95_over_recall_k10']}"
         )
 
 
