@@ -6,6 +6,9 @@
  */
 import type {
   Answer as AnswerResult,
+  BankPage,
+  MemoryHistory,
+  MemoryPage,
   ContextBlock,
   ContextFormat,
   ConsolidationReport,
@@ -119,6 +122,40 @@ export interface AnswerOptions extends CallOptions {
   /** The context block's token budget (default 2,000). */
   maxTokens?: number;
   types?: FactType[];
+}
+
+export interface PageOptions extends CallOptions {
+  /** Items per page (memories: 1 to 200, default 50). */
+  limit?: number;
+  /** Resume after the page whose `next_cursor` this is. */
+  cursor?: string;
+}
+
+export interface ListMemoriesOptions extends PageOptions {
+  types?: FactType[];
+  /** Only memories with at least one of these tags. */
+  tags?: string[];
+  /** Inclusive. */
+  since?: TimeArg;
+  /** Exclusive. */
+  until?: TimeArg;
+  /** Also memories a newer version or a winning rule superseded. */
+  includeSuperseded?: boolean;
+}
+
+/** The new content of a memory: `content` for every type but procedures, `steps` for those. */
+export interface MemoryChange extends CallOptions {
+  content?: string;
+  steps?: string[];
+  rationale?: string;
+  /** Default: the old version's tags. */
+  tags?: string[];
+  /** Of the new version (default: now). */
+  timestamp?: TimeArg;
+  /** The new version's id (default: one the server chooses). */
+  newMemoryId?: string;
+  /** Answer only once the new version is recallable. */
+  wait?: boolean;
 }
 
 export interface ForgetBankOptions extends CallOptions {
@@ -317,6 +354,72 @@ export class MemoryClient {
     return result.updated;
   }
 
+  /** The banks this key grants (every bank with a `*` key or none), a page at a time. */
+  async *listBanks(options: PageOptions = {}): AsyncGenerator<BankPage, void, undefined> {
+    yield* this.#pages((cursor) =>
+      this.send("listBanks", {
+        params: {},
+        query: queryOf({ limit: options.limit, cursor }),
+        idempotent: true,
+        signal: options.signal,
+      }), options.cursor);
+  }
+
+  /**
+   * The memories of `bankId`, newest first, a page at a time. The cursor is stable under
+   * concurrent writes: a memory present for the whole walk is seen exactly once.
+   */
+  async *listMemories(bankId: string, options: ListMemoriesOptions = {}): AsyncGenerator<MemoryPage, void, undefined> {
+    const filters = {
+      types: listArg("types", options.types)?.join(","),
+      tags: listArg("tags", options.tags)?.join(","),
+      since: wireTime("since", options.since),
+      until: wireTime("until", options.until),
+      include_superseded: options.includeSuperseded,
+      limit: options.limit,
+    };
+    yield* this.#pages((cursor) =>
+      this.send("listMemories", {
+        params: { bank_id: bankId },
+        query: queryOf({ ...filters, cursor }),
+        idempotent: true,
+        signal: options.signal,
+      }), options.cursor);
+  }
+
+  /**
+   * Where a memory came from and what became of it: its versions, what superseded it and by
+   * which rule, its sources, evidence and corrections, and its ranking signals now.
+   */
+  async history(bankId: string, memoryId: string, options: CallOptions = {}): Promise<MemoryHistory> {
+    return this.send("memoryHistory", {
+      params: { bank_id: bankId, memory_id: memoryId },
+      idempotent: true,
+      signal: options.signal,
+    });
+  }
+
+  /**
+   * A new version of a memory, superseding the old one (which stays readable by id and in its
+   * history; recall returns the new one). Answers with the new memory.
+   */
+  async update(bankId: string, memoryId: string, change: MemoryChange): Promise<RetainResult> {
+    return this.send("updateMemory", {
+      params: { bank_id: bankId, memory_id: memoryId },
+      json: withoutUndefined({
+        content: change.content,
+        steps: change.steps === undefined ? undefined : stepsArg(change.steps),
+        rationale: change.rationale,
+        tags: listArg("tags", change.tags),
+        timestamp: wireTime("timestamp", change.timestamp),
+        memory_id: change.newMemoryId,
+        wait: change.wait,
+      }),
+      idempotent: change.newMemoryId !== undefined,
+      signal: change.signal,
+    });
+  }
+
   /** Forget a memory, and what was derived from its content, for good (an audit record stays). */
   async forget(bankId: string, memoryId: string, options: CallOptions = {}): Promise<ForgetReport> {
     return this.send("forget", {
@@ -365,6 +468,19 @@ export class MemoryClient {
       idempotent: true, // what is already there is counted as present, never written twice
       signal: options.signal,
     });
+  }
+
+  async *#pages<P extends { next_cursor: string | null }>(
+    fetchPage: (cursor: string | undefined) => Promise<P>,
+    first: string | undefined,
+  ): AsyncGenerator<P, void, undefined> {
+    let cursor = first;
+    for (;;) {
+      const page = await fetchPage(cursor);
+      yield page;
+      if (page.next_cursor === null) return;
+      cursor = page.next_cursor;
+    }
   }
 
   #writeFields(options: WriteOptions): Record<string, unknown> {

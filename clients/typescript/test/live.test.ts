@@ -161,6 +161,94 @@ describe("reads, forgets, export and import", () => {
   });
 });
 
+describe("listing, history and update", () => {
+  test("listMemories pages newest first, each memory once, with the filters", async () => {
+    const bank = freshBank();
+    const ids: string[] = [];
+    for (let i = 0; i < 5; i += 1) {
+      const timestamp = new Date(Date.UTC(2026, 0, 1 + i));
+      const kept = await cm.retain(bank, `Meeting note number ${i}.`, { factType: "world", timestamp, tags: [`n${i % 2}`] });
+      ids.push(kept.memory_id);
+    }
+    await cm.retainPreference(bank, "Prefers short meetings.", { wait: true, timestamp: "2025-06-01T00:00:00Z" });
+    await waitUntilRecallable(bank, ids);
+    const pages: string[][] = [];
+    for await (const page of cm.listMemories(bank, { types: ["world"], limit: 2 })) {
+      pages.push(page.memories.map((m) => m.id));
+    }
+    assert.deepEqual(pages.map((p) => p.length), [2, 2, 1]);
+    assert.deepEqual(pages.flat(), [...ids].reverse(), "newest first, each once");
+    const tagged: string[] = [];
+    for await (const page of cm.listMemories(bank, { tags: ["n0"], since: new Date(Date.UTC(2026, 0, 2)) })) {
+      tagged.push(...page.memories.map((m) => m.id));
+    }
+    assert.deepEqual(tagged, [ids[4], ids[2]]);
+  });
+
+  test("listBanks shows the banks a key grants, with counts by type", async () => {
+    const bank = freshBank();
+    await cm.retainCorrection(bank, "No — use the staging cluster first.", { wait: true });
+    await cm.retain(bank, "Staging is in eu-west-1.", { factType: "world", wait: true });
+    const all = [];
+    for await (const page of cm.listBanks({ limit: 3 })) all.push(...page.banks);
+    const mine = all.find((b) => b.bank_id === bank);
+    assert.ok(mine, `${bank} in ${all.map((b) => b.bank_id).join(", ")}`);
+    assert.equal(mine.total, 2);
+    assert.deepEqual(mine.counts, { correction: 1, world: 1 });
+    assert.equal(new Set(all.map((b) => b.bank_id)).size, all.length, "each bank once");
+
+    const alice = new MemoryClient({ baseUrl: server.url, apiKey: ALICE_KEY });
+    await alice.retain(ALICE, "Alice keeps her notes here.", { wait: true });
+    const seen = [];
+    for await (const page of alice.listBanks()) seen.push(...page.banks.map((b) => b.bank_id));
+    assert.deepEqual(seen, [ALICE], "a key for one bank lists that bank only");
+    await assert.rejects(alice.listMemories(bank).next(), PermissionDeniedError);
+    await assert.rejects(alice.history(bank, "any-id"), PermissionDeniedError);
+    await assert.rejects(alice.update(bank, "any-id", { content: "x" }), PermissionDeniedError);
+  });
+
+  test("update makes a new version: recall finds it, the old stays readable and in history", async () => {
+    const bank = freshBank();
+    const old = await cm.retainPreference(bank, "Send reports on Fridays.", { wait: true });
+    const next = await cm.update(bank, old.memory_id, { content: "Send reports on Mondays.", wait: true });
+    assert.notEqual(next.memory_id, old.memory_id);
+    const found = await cm.recall(bank, "when do reports go out?", { types: ["preference"] });
+    assert.deepEqual(found.results.map((h) => h.id), [next.memory_id]);
+    assert.equal((await cm.getMemory(bank, old.memory_id)).text, "Send reports on Fridays.");
+    const lineage = await cm.history(bank, old.memory_id);
+    assert.equal(lineage.superseded_by?.superseded_by, next.memory_id);
+    assert.deepEqual(lineage.versions.map((v) => v.memory_id), [old.memory_id, next.memory_id]);
+    assert.equal(lineage.versions.find((v) => v.current)?.memory_id, next.memory_id);
+  });
+
+  test("history traces a procedure v1 -> v2", async () => {
+    const bank = freshBank();
+    const v1 = await cm.retainProcedure(bank, ["restart the pod"], { wait: true });
+    const v2 = await cm.retainProcedure(bank, ["drain the pod", "restart the pod"], {
+      supersedes: v1.memory_id,
+      wait: true,
+    });
+    const lineage = await cm.history(bank, v2.memory_id);
+    assert.deepEqual(lineage.versions.map((v) => [v.memory_id, v.version]), [[v1.memory_id, 1], [v2.memory_id, 2]]);
+    assert.deepEqual(lineage.supersedes.map((r) => r.memory_id), [v1.memory_id]);
+    await assert.rejects(cm.history(bank, "no-such-memory"), NotFoundError);
+  });
+});
+
+async function waitUntilRecallable(bank: string, ids: string[]): Promise<void> {
+  for (const id of ids) {
+    for (let tries = 0; ; tries += 1) {
+      try {
+        await cm.getMemory(bank, id);
+        break;
+      } catch (error) {
+        if (!(error instanceof NotFoundError) || tries > 100) throw error;
+        await new Promise((done) => setTimeout(done, 50));
+      }
+    }
+  }
+}
+
 describe("context and answer", () => {
   test("context lays the bank out by section, each item with its memory id, within the budget", async () => {
     const bank = freshBank();
