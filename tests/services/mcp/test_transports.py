@@ -100,6 +100,7 @@ async def test_http_mcp_of_cogsub_run_checks_keys_per_bank_and_stops_cleanly(
             )
             assert "Use the staging" not in str(refused.content)
             failed(refused, "forbidden")
+        await _stdio_against(url, bank_a, bank_b)
         process.send_signal(signal.SIGINT)  # the MCP session manager stops with the app
         assert process.wait(timeout=30) == 0
     finally:
@@ -126,3 +127,23 @@ def _wait_for_api(data_dir: Path, process: subprocess.Popen[bytes], timeout_s: f
         except (OSError, ValueError, KeyError):
             time.sleep(0.1)  # the process announces its port only through this file
     raise AssertionError("cogsub run did not start serving in time")
+
+
+async def _stdio_against(url: str, bank_a: str, bank_b: str) -> None:
+    """`cogsub mcp --url URL --bank B` with the key from COGSUB_API_KEY: the API's own refusals."""
+    for bank, outcome in ((bank_a, None), (bank_b, "forbidden")):
+        server = StdioServerParameters(
+            command=sys.executable,
+            args=["-m", "cogsub.cli.main", "mcp", "--url", url, "--bank", bank],
+            env={"COGSUB_LOG_FORMAT": "json", "COGSUB_API_KEY": KEY_A},
+        )
+        async with (
+            stdio_client(server, errlog=sys.stderr) as (read, write),
+            ClientSession(read, write) as session,
+        ):
+            await session.initialize()
+            result = await session.call_tool("recall", {"query": "note"})
+            if outcome is None:
+                assert "A's note" in str(succeeded(result)["results"])
+            else:
+                failed(result, outcome)
