@@ -25,7 +25,7 @@ from starlette.requests import Request
 from starlette.routing import Route
 from starlette.types import Receive, Scope, Send
 
-from cogsub.api.auth import ApiKeys, authorize_operator
+from cogsub.api.auth import ALL_BANKS, ApiKeys, authorize_operator
 from cogsub.api.errors import error_response
 from cogsub.core.errors import AuthenticationError, PermissionDeniedError
 from cogsub.mcp._server import build_server
@@ -50,14 +50,23 @@ def bearer_key(header: str | None) -> str | None:
 class InProcessCallers:
     """Callers of an HTTP-mounted server: the bank in the path, the key in the header."""
 
-    def __init__(self, app: FastAPI) -> None:
+    def __init__(self, app: FastAPI, keys: ApiKeys | None) -> None:
         self._app = app
+        self._keys = keys
 
     def pinned_bank(self, request: Any | None) -> str | None:
         if not isinstance(request, Request):
             return None
         bank = request.path_params.get("bank_id")
         return bank if isinstance(bank, str) else None
+
+    def several_banks(self, request: Any | None) -> bool:
+        if self._keys is None:
+            return True  # no keys: every bank is open
+        header = request.headers.get("authorization") if isinstance(request, Request) else None
+        key = bearer_key(header)
+        banks = self._keys.banks_for(key) if key is not None else None
+        return banks is not None and (ALL_BANKS in banks or len(banks) > 1)
 
     @contextlib.asynccontextmanager
     async def client(self, request: Any | None) -> AsyncIterator[AsyncMemoryClient]:
@@ -99,7 +108,7 @@ class _Endpoint:
 def mount_mcp(app: FastAPI, *, keys: ApiKeys | None) -> None:
     """Serve the memory tools over streamable HTTP at ``/mcp`` and ``/mcp/{bank_id}``."""
     manager = StreamableHTTPSessionManager(
-        app=build_server(InProcessCallers(app)),
+        app=build_server(InProcessCallers(app, keys)),
         stateless=True,
         json_response=True,
         security_settings=TransportSecuritySettings(enable_dns_rebinding_protection=False),

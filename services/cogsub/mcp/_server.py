@@ -43,6 +43,10 @@ class Callers(Protocol):
         """The bank every tool uses, or None when each call names its ``bank_id``."""
         ...
 
+    def several_banks(self, request: Any | None) -> bool:
+        """Whether the caller may use more than one bank (``list_banks`` is offered then)."""
+        ...
+
     def client(self, request: Any | None) -> AbstractAsyncContextManager[AsyncMemoryClient]:
         """A client calling the API as this caller, for one tool call."""
         ...
@@ -90,13 +94,14 @@ def build_server(callers: Callers) -> Server[Any]:
         ctx: ServerRequestContext[Any], _: types.PaginatedRequestParams | None
     ) -> types.ListToolsResult:
         pinned = callers.pinned_bank(ctx.request)
+        several = callers.several_banks(ctx.request)
         tools = [
             types.Tool(
                 name=spec.name,
                 description=spec.description,
                 input_schema=input_schema(spec, pinned_bank=pinned),
             )
-            for spec in offered(pinned_bank=pinned)
+            for spec in offered(pinned_bank=pinned, several_banks=several)
         ]
         return types.ListToolsResult(tools=tools)
 
@@ -104,9 +109,10 @@ def build_server(callers: Callers) -> Server[Any]:
         ctx: ServerRequestContext[Any], params: types.CallToolRequestParams
     ) -> types.CallToolResult:
         pinned = callers.pinned_bank(ctx.request)
+        shown = offered(pinned_bank=pinned, several_banks=callers.several_banks(ctx.request))
         spec = TOOLS_BY_NAME.get(params.name)
-        if spec is None or spec not in offered(pinned_bank=pinned):
-            names = ", ".join(s.name for s in offered(pinned_bank=pinned))
+        if spec is None or spec not in shown:
+            names = ", ".join(s.name for s in shown)
             return error_result(CogsubError(f"no tool {params.name!r} here; tools: {names}"))
         try:
             call = parse_call(spec, params.arguments, pinned_bank=pinned)

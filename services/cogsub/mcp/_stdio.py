@@ -26,6 +26,9 @@ class ProcessCallers:
     def pinned_bank(self, request: Any | None) -> str | None:
         return self._bank
 
+    def several_banks(self, request: Any | None) -> bool:
+        return True  # what the key grants is the API's to say; list_banks asks it
+
     @contextlib.asynccontextmanager
     async def client(self, request: Any | None) -> AsyncIterator[AsyncMemoryClient]:
         yield self._client  # shared for the process; closed by whoever opened it

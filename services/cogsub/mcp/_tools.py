@@ -265,6 +265,7 @@ TOOLS: tuple[ToolSpec[Any], ...] = (
 TOOLS_BY_NAME: Mapping[str, ToolSpec[Any]] = {spec.name: spec for spec in TOOLS}
 
 
-def offered(*, pinned_bank: str | None) -> tuple[ToolSpec[Any], ...]:
-    """The tools a server shows: all, less the bank-wide ones when pinned to a bank."""
-    return tuple(spec for spec in TOOLS if pinned_bank is None or not spec.bank_wide)
+def offered(*, pinned_bank: str | None, several_banks: bool = True) -> tuple[ToolSpec[Any], ...]:
+    """The tools a server shows: the bank-wide ones only unpinned, to a caller of several banks."""
+    lists_banks = pinned_bank is None and several_banks
+    return tuple(spec for spec in TOOLS if lists_banks or not spec.bank_wide)

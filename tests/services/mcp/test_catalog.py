@@ -49,6 +49,9 @@ def test_the_tool_set_is_the_issue_list_and_names_are_unique():
 
 def test_a_pinned_server_hides_the_bank_wide_tools_and_the_bank_argument():
     assert {s.name for s in offered(pinned_bank="alice")} == EXPECTED - {"list_banks"}
+    assert {s.name for s in offered(pinned_bank=None)} == EXPECTED
+    alone = offered(pinned_bank=None, several_banks=False)
+    assert {s.name for s in alone} == EXPECTED - {"list_banks"}
     for spec in offered(pinned_bank="alice"):
         schema = input_schema(spec, pinned_bank="alice")
         assert "bank_id" not in schema.get("properties", {})

@@ -29,13 +29,20 @@ def _session(app: FastAPI, path: str, key: str | None):
     return http_session(BASE, path, key, transport=httpx2.ASGITransport(app=app))
 
 
-async def test_the_unpinned_endpoint_lists_every_tool_with_a_bank_argument(stack, banks):
+async def test_the_unpinned_endpoint_lists_bank_tools_and_list_banks_to_a_key_of_several(
+    stack, banks
+):
     async with running_app(stack, banks) as app:
         async with _session(app, "/mcp", KEY_ALL) as session:
             tools = {tool.name: tool for tool in (await session.list_tools()).tools}
         assert "list_banks" in tools and len(tools) == len(TOOLS)
         assert tools["recall"].input_schema["required"] == ["bank_id", "query"]
         assert "no, do it this way" in tools["retain_correction"].description
+        async with _session(app, "/mcp", KEY_A) as one_bank:
+            names = {tool.name for tool in (await one_bank.list_tools()).tools}
+            assert "list_banks" not in names and len(names) == len(TOOLS) - 1
+            listed = await one_bank.call_tool("list_banks", {})
+            assert listed.is_error and "no tool 'list_banks' here" in str(listed.content)
 
 
 async def test_the_pinned_endpoint_hides_the_bank_and_the_bank_wide_tools(stack, banks):
