@@ -62,6 +62,13 @@ typecheck: setup-dev
 test: setup-dev setup-browser lint typecheck
 	$(BIN)/pytest -m "not connected and not slow" -x -q
 	COGSUB_TEST_REQUIRE_BROWSER=1 $(BIN)/pytest -m "connected or slow" -q
+	$(MAKE) test-ts
+
+# The TypeScript SDK: installs its locked dev dependencies, builds, and runs its tests
+# (node --test) against a `cogsub run --embedder hash` of this virtualenv that they start.
+.PHONY: test-ts
+test-ts: setup-dev
+	cd clients/typescript && npm ci --no-audit --no-fund && COGSUB_BIN=$(abspath $(BIN))/cogsub npm test
 
 # Debian's chromium, which the console's Playwright tests drive (Playwright downloads nothing).
 .PHONY: setup-browser console-screenshots
