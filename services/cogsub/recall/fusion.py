@@ -218,7 +218,8 @@ def _boosts(
 ) -> _FloatArray:
     """The product of the query cues each document matches (1 when it matches none)."""
     boost = np.ones(len(docs), dtype=np.float64)
-    speakers = [speaker_of(d.summary) for d in docs]
+    # Each cue reads the documents only when the query carries it (most carry one or none).
+    speakers = [speaker_of(d.summary) for d in docs] if analysis.names else []
     named = analysis.names & {s for s in speakers if s is not None}
     # Only one named speaker is a clear cue; "X and Y" questions are about both.
     if len(named) == 1:

@@ -5,6 +5,8 @@ from __future__ import annotations
 from datetime import UTC, datetime
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from cogsub.core import FactType
 from cogsub.recall.fusion import Candidate
@@ -125,3 +127,48 @@ def test_diversity_gives_each_session_a_slot_in_the_head_and_keeps_scores() -> N
     assert {s.final for s in mixed} == {s.final for s in ranked}
     policy = RankingPolicy(session_diversity=0.3, diversify_depth=5)
     assert _ids(rank(pool, policy, now=NOW)) == ["a1", "n1", "b1", "a2", "a3"]
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    st.lists(
+        st.tuples(
+            st.floats(0.0, 1.0),  # fused relevance
+            st.floats(0.0, 1.0),  # importance
+            st.integers(0, 500),  # retrieval count
+            st.floats(-400 * 86_400.0, 10 * 86_400.0),  # seconds from T0 (some in the future)
+            st.sampled_from([FactType.WORLD, FactType.OBSERVATION, None]),
+            st.one_of(st.none(), st.integers(0, 5)),  # novelty age
+        ),
+        max_size=40,
+    ),
+    st.booleans(),
+)
+def test_rank_scores_every_candidate_exactly_as_score_does(
+    rows: list[tuple[float, float, int, float, FactType | None, int | None]], prefer: bool
+) -> None:
+    candidates, ages = [], {}
+    for n, (fused, importance, count, at, fact_type, age) in enumerate(rows):
+        document = doc(f"m{n}", importance=importance, retrieval_count=count, at=at)
+        document.fact_type = fact_type
+        candidates.append(Candidate(document, fused=fused))
+        if age is not None:
+            ages[document.event_id] = age
+    policy = RankingPolicy(type_boost=0.3)
+    ranked = rank(candidates, policy, now=NOW, novelty_ages=ages, prefer_observations=prefer)
+    one_by_one = {
+        c.document.event_id: score(
+            c,
+            policy,
+            now=NOW,
+            novelty_age=ages.get(c.document.event_id),
+            prefer_observations=prefer,
+        )
+        for c in candidates
+    }
+    assert len(ranked) == len(candidates)
+    for item in ranked:
+        alone = one_by_one[item.candidate.document.event_id]
+        assert item.final == alone.final  # to the bit, not approximately
+        assert dict(item.signals) == dict(alone.signals)
+        assert list(item.signals) == list(alone.signals)  # the breakdown's order too
