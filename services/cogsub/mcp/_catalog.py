@@ -24,6 +24,10 @@ from cogsub.sdk import AsyncMemoryClient
 M = TypeVar("M", bound=BaseModel)
 Run = Callable[[AsyncMemoryClient, str, M], Awaitable[BaseModel]]
 BANK_FIELD = "bank_id"
+BANK_DESCRIPTION = (
+    "the memory bank, one per user or agent: a letter, digit or '_' first, then letters, "
+    "digits and _ . : @ + - (no '..')"
+)
 _SAFE_ID: TypeAdapter[str] = TypeAdapter(SafeId)
 
 
@@ -98,7 +102,7 @@ def input_schema(spec: ToolSpec[Any], *, pinned_bank: str | None) -> dict[str, A
     if spec.bank_wide or pinned_bank is not None:
         return schema
     bank = _SAFE_ID.json_schema()
-    bank["description"] = "the memory bank (one per user or agent)"
+    bank["description"] = BANK_DESCRIPTION
     schema["properties"] = {BANK_FIELD: bank, **schema.get("properties", {})}
     schema["required"] = [BANK_FIELD, *schema.get("required", [])]
     return schema
