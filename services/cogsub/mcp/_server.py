@@ -10,6 +10,7 @@ error with the API's error body, never as a failed request or a dead server.
 
 from __future__ import annotations
 
+import traceback
 from contextlib import AbstractAsyncContextManager
 from typing import Any, Protocol
 
@@ -120,9 +121,15 @@ def build_server(callers: Callers) -> Server[Any]:
                 return success_result(await call.run(client))
         except CogsubError as exc:
             return error_result(exc)
-        except Exception:
-            # A bug, not the caller's fault: the host gets a tool error, the log the traceback.
-            log.exception("mcp_tool_failed", tool=params.name)
+        except Exception as exc:
+            # A bug, not the caller's fault: the host gets a tool error, the log the traceback,
+            # plain (never exc_info: a rich renderer prints frame locals, the caller's key too).
+            log.error(
+                "mcp_tool_failed",
+                tool=params.name,
+                error_type=type(exc).__name__,
+                traceback="".join(traceback.format_exception(exc)),
+            )
             return error_result(CogsubError(f"tool {params.name!r} failed; see the server log"))
 
     return Server(
