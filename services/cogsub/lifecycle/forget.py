@@ -73,6 +73,8 @@ log = structlog.get_logger("cogsub.lifecycle")
 
 BATCH = 200
 BankProgress = Callable[[ForgetBankReport], None]
+#: Told the archive keys just erased (``MemoryService.forgotten``: recall's cache of their texts).
+Erased = Callable[[Sequence[str]], None]
 
 
 def owned_by(bank_id: str, key: str) -> bool:
@@ -90,11 +92,13 @@ class Forgetting:
         index: MemoryIndex,
         clock: Callable[[], datetime] = lambda: datetime.now(UTC),
         batch_size: int = BATCH,
+        on_erased: Erased | None = None,
     ) -> None:
         self._archive = archive
         self._index = index
         self._clock = clock
         self._batch = batch_size
+        self._on_erased = on_erased
 
     # -- one memory ------------------------------------------------------------------
 
@@ -365,7 +369,13 @@ class Forgetting:
         return key
 
     async def _erase(self, keys: Sequence[str]) -> None:
-        await bounded(keys, self._archive.delete)
+        try:
+            await bounded(keys, self._archive.delete)
+        finally:
+            # Even when a delete failed: what recall keeps of the others is gone too, and
+            # a text recall kept of the failed one goes with the rerun's erase.
+            if self._on_erased is not None and keys:
+                self._on_erased(keys)
 
 
 def _tell(on_progress: BankProgress | None, report: ForgetBankReport) -> None:

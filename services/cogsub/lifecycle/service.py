@@ -8,7 +8,7 @@ from datetime import UTC, datetime
 from cogsub.archive.ports import ArchiveStore
 from cogsub.index.ports import MemoryIndex
 from cogsub.lifecycle.bundle import ImportReport
-from cogsub.lifecycle.forget import BATCH, BankProgress, Forgetting
+from cogsub.lifecycle.forget import BATCH, BankProgress, Erased, Forgetting
 from cogsub.lifecycle.records import ForgetBankReport, ForgetReport
 from cogsub.lifecycle.transfer import BankTransfer, Lines
 
@@ -23,6 +23,8 @@ class Lifecycle:
         batch_size: Index documents and archive objects handled per step.
         dimension: The deployment's embedding dimension; an import of other vectors is
             refused before anything is written (None: whatever the index accepts).
+        on_erased: Told the archive keys a forget erased (the memory service's
+            ``forgotten``, so recall keeps none of their texts).
     """
 
     def __init__(
@@ -33,9 +35,10 @@ class Lifecycle:
         clock: Callable[[], datetime] = lambda: datetime.now(UTC),
         batch_size: int = BATCH,
         dimension: int | None = None,
+        on_erased: Erased | None = None,
     ) -> None:
         self._forgetting = Forgetting(
-            archive=archive, index=index, clock=clock, batch_size=batch_size
+            archive=archive, index=index, clock=clock, batch_size=batch_size, on_erased=on_erased
         )
         self._transfer = BankTransfer(
             archive=archive, index=index, clock=clock, batch_size=batch_size, dimension=dimension

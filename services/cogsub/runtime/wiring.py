@@ -602,7 +602,10 @@ def build_app(
         dead_letter_desk=DeadLetterDesk(stack.bus),
         metrics=stack.metrics,
         lifecycle=Lifecycle(
-            archive=stack.archive, index=stack.index, dimension=stack.embedder.dimension
+            archive=stack.archive,
+            index=stack.index,
+            dimension=stack.embedder.dimension,
+            on_erased=service.forgotten,
         ),
         operations=OperationsSources(
             rounds=consolidation.log if consolidation is not None else RoundLog(),
