@@ -14,14 +14,17 @@ import asyncio
 import os
 import sys
 
+from pydantic import TypeAdapter, ValidationError
 from rich.console import Console
 
 from cogsub.cli.memory import _running_api
+from cogsub.core.events import SafeId
 from cogsub.runtime import Settings
 from cogsub.sdk import AsyncMemoryClient
 
 API_KEY_ENV = "COGSUB_API_KEY"
 EMBEDDED_URL = "http://embedded.cogsub"
+_SAFE_ID: TypeAdapter[str] = TypeAdapter(SafeId)
 
 
 def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -32,9 +35,18 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
         description="An MCP server on stdin/stdout. Calls go to --url, else a `cogsub run` "
         "serving the data directory, else an embedded stack in this process.",
     )
-    command.add_argument("--bank", help="pin every tool to this bank (hides the bank argument)")
+    command.add_argument(
+        "--bank", type=_bank_id, help="pin every tool to this bank (hides the bank argument)"
+    )
     command.add_argument("--url", help="the API to call (default: see above)")
     command.add_argument("--api-key", help=f"the API key to send (default ${API_KEY_ENV})")
+
+
+def _bank_id(text: str) -> str:
+    try:
+        return _SAFE_ID.validate_python(text)
+    except ValidationError as exc:
+        raise argparse.ArgumentTypeError(exc.errors(include_url=False)[0]["msg"]) from None
 
 
 def run(args: argparse.Namespace, settings: Settings, console: Console) -> int:
