@@ -53,7 +53,9 @@ def _browser_missing() -> str | None:
     return None
 
 
-@pytest.fixture(scope="session")
+# Module-scoped: Playwright's sync driver runs an event loop in this thread while it is open,
+# which the suite's async tests (pytest-asyncio) must not find still running.
+@pytest.fixture(scope="module")
 def browser() -> Iterator[Any]:
     missing = _browser_missing()
     if missing is not None:
