@@ -84,11 +84,14 @@ class MemoryUpdater:
         old = await self._stores.index.get(bank_id, memory_id)
         if old is None:
             raise NotFoundError(f"no memory {memory_id!r} in bank {bank_id!r}")
-        await self._check_newest(bank_id, old)
         archived = ArchivedEvent.model_validate_json(
             await self._stores.archive.get(old.object_storage_key)
         )
         request = new_version_request(bank_id, old, archived, body)
+        if tag_value(old.tags, SUPERSEDED_BY_TAG) == request.memory_id:
+            # A retry of the update that superseded it: the same new version, once.
+            return await self._service.retain(bank_id, request)
+        await self._check_newest(bank_id, old)
         result = await self._service.retain(bank_id, request)
         if result.memory_id == memory_id:
             raise InvalidInputError([FieldProblem("memory_id", "must differ from the old one")])
