@@ -22,7 +22,9 @@ from pydantic import BaseModel, TypeAdapter, ValidationError
 from cogsub.core.context import Answer, AnswerRequest, ContextBlock, ContextRequest
 from cogsub.core.errors import FieldProblem, InvalidInputError
 from cogsub.core.events import FactType, SafeId
+from cogsub.core.history import MemoryHistory, MemoryUpdate
 from cogsub.core.lifecycle import ForgetBankReport, ForgetReport, ImportReport, LineProblem
+from cogsub.core.listing import MAX_BANK_PAGE_LIMIT, BankPage, MemoryListFilters, MemoryPage
 from cogsub.core.memory import (
     ConsolidationReport,
     FeedbackRequest,
@@ -321,6 +323,62 @@ class _BaseClient:
     def _get_memory_call(self, bank_id: str, memory_id: str) -> Call[MemoryRecord]:
         path = _bank_path(bank_id, "memories", _segment("memory_id", memory_id))
         return Call("GET", path, None, MemoryRecord)
+
+    def _list_banks_call(self, cursor: str | None, limit: int) -> Call[BankPage]:
+        if not 1 <= limit <= MAX_BANK_PAGE_LIMIT:
+            rule = f"must be between 1 and {MAX_BANK_PAGE_LIMIT}"
+            raise InvalidInputError([FieldProblem("limit", rule)])
+        params = {"limit": str(limit), **({"cursor": cursor} if cursor else {})}
+        return Call("GET", "/v1/banks", None, BankPage, params=params)
+
+    def _list_memories_call(
+        self,
+        bank_id: str,
+        types: Iterable[FactType | str] | None,
+        tags: Sequence[str] | None,
+        since: TimeArg,
+        until: TimeArg,
+        *,
+        include_superseded: bool,
+        cursor: str | None,
+        limit: int,
+    ) -> Call[MemoryPage]:
+        fields = {
+            "types": _type_list(types),
+            "tags": list(tags) if tags is not None else None,
+            "since": since,
+            "until": until,
+            "include_superseded": include_superseded,
+            "cursor": cursor,
+            "limit": limit,
+        }
+        ask = _validated(MemoryListFilters, fields)
+        params = {
+            "limit": str(ask.limit),
+            "include_superseded": "true" if ask.include_superseded else "false",
+        }
+        if ask.types is not None:
+            params["types"] = ",".join(fact.value for fact in ask.types)
+        if ask.tags is not None:
+            params["tags"] = ",".join(ask.tags)  # a tag with a comma cannot be asked for
+        for name, moment in (("since", ask.since), ("until", ask.until)):
+            if moment is not None:
+                params[name] = moment.isoformat()
+        if ask.cursor is not None:
+            params["cursor"] = ask.cursor
+        path = _bank_path(bank_id, "memories")
+        return Call("GET", path, None, MemoryPage, params=params)
+
+    def _history_call(self, bank_id: str, memory_id: str) -> Call[MemoryHistory]:
+        path = _bank_path(bank_id, "memories", _segment("memory_id", memory_id), "history")
+        return Call("GET", path, None, MemoryHistory)
+
+    def _update_call(
+        self, bank_id: str, memory_id: str, fields: Mapping[str, Any]
+    ) -> Call[RetainResult]:
+        path = _bank_path(bank_id, "memories", _segment("memory_id", memory_id))
+        update = _validated(MemoryUpdate, fields)
+        return Call("PUT", path, _wire(update), RetainResult)
 
     def _forget_call(self, bank_id: str, memory_id: str) -> Call[ForgetResult]:
         path = _bank_path(bank_id, "memories", _segment("memory_id", memory_id))

@@ -17,6 +17,8 @@ from pydantic import BaseModel
 
 from cogsub.core.context import DEFAULT_ANSWER_TOKENS, DEFAULT_CONTEXT_TOKENS, Answer, ContextBlock
 from cogsub.core.events import FactType
+from cogsub.core.history import MemoryHistory
+from cogsub.core.listing import DEFAULT_PAGE_LIMIT, BankPage, MemoryPage
 from cogsub.core.memory import ConsolidationReport, MemoryRecord, RecallResponse, RetainResult
 from cogsub.sdk._base import (
     DEFAULT_TIMEOUT_S,
@@ -292,6 +294,89 @@ class MemoryClient(_BaseClient):
         """One memory with its archived event; NotFoundError if the bank has no such memory."""
         return self._send(self._get_memory_call(bank_id, memory_id))
 
+    def list_banks(self, *, cursor: str | None = None, limit: int = 100) -> BankPage:
+        """One page of the banks this key grants, each with counts by type and newest time."""
+        return self._send(self._list_banks_call(cursor, limit))
+
+    def memory_pages(
+        self,
+        bank_id: str,
+        types: Iterable[FactType | str] | None = None,
+        tags: Sequence[str] | None = None,
+        since: TimeArg = None,
+        until: TimeArg = None,
+        *,
+        include_superseded: bool = False,
+        cursor: str | None = None,
+        limit: int = DEFAULT_PAGE_LIMIT,
+    ) -> Iterator[MemoryPage]:
+        """The bank's memories newest first, page by page, from ``cursor`` to the end.
+
+        Each page is fetched when iteration reaches it; a page's ``next_cursor`` resumes
+        the walk later. Memories retained or forgotten meanwhile never make the walk
+        skip or repeat one that stayed.
+        """
+        while True:
+            call = self._list_memories_call(
+                bank_id,
+                types,
+                tags,
+                since,
+                until,
+                include_superseded=include_superseded,
+                cursor=cursor,
+                limit=limit,
+            )
+            page = self._send(call)
+            yield page
+            if page.next_cursor is None:
+                return
+            cursor = page.next_cursor
+
+    def list_memories(
+        self,
+        bank_id: str,
+        types: Iterable[FactType | str] | None = None,
+        tags: Sequence[str] | None = None,
+        since: TimeArg = None,
+        until: TimeArg = None,
+        *,
+        include_superseded: bool = False,
+        limit: int = DEFAULT_PAGE_LIMIT,
+    ) -> Iterator[MemoryRecord]:
+        """Every memory of the bank matching the filters, newest first (``memory_pages``)."""
+        pages = self.memory_pages(
+            bank_id, types, tags, since, until, include_superseded=include_superseded, limit=limit
+        )
+        for page in pages:
+            yield from page.memories
+
+    def history(self, bank_id: str, memory_id: str) -> MemoryHistory:
+        """Where the memory came from and what became of it (versions, evidence, signals)."""
+        return self._send(self._history_call(bank_id, memory_id))
+
+    def update(
+        self,
+        bank_id: str,
+        memory_id: str,
+        content: str | None = None,
+        *,
+        steps: Sequence[str] | None = None,
+        rationale: str | None = None,
+        tags: Sequence[str] | None = None,
+        timestamp: TimeArg = None,
+        new_memory_id: str | None = None,
+        wait: bool = False,
+    ) -> RetainResult:
+        """A new version of the memory that supersedes it; the old stays readable by id.
+
+        ``content`` for every type but procedures, ``steps`` (and ``rationale``) for
+        procedures. Tags and context carry over unless given. Raises ConflictError when
+        the memory was superseded already (update its newest version).
+        """
+        fields = _update_fields(content, steps, rationale, tags, timestamp, new_memory_id, wait)
+        return self._send(self._update_call(bank_id, memory_id, fields))
+
     def consolidate(self, bank_id: str) -> ConsolidationReport:
         """Run one consolidation round of the bank now; returns the ids it produced.
 
@@ -559,6 +644,80 @@ class AsyncMemoryClient(_BaseClient):
         """One memory with its archived event; NotFoundError if the bank has no such memory."""
         return await self._send(self._get_memory_call(bank_id, memory_id))
 
+    async def list_banks(self, *, cursor: str | None = None, limit: int = 100) -> BankPage:
+        """One page of the banks this key grants (see ``MemoryClient.list_banks``)."""
+        return await self._send(self._list_banks_call(cursor, limit))
+
+    async def memory_pages(
+        self,
+        bank_id: str,
+        types: Iterable[FactType | str] | None = None,
+        tags: Sequence[str] | None = None,
+        since: TimeArg = None,
+        until: TimeArg = None,
+        *,
+        include_superseded: bool = False,
+        cursor: str | None = None,
+        limit: int = DEFAULT_PAGE_LIMIT,
+    ) -> AsyncIterator[MemoryPage]:
+        """The bank's memories newest first, page by page (see ``MemoryClient.memory_pages``)."""
+        while True:
+            call = self._list_memories_call(
+                bank_id,
+                types,
+                tags,
+                since,
+                until,
+                include_superseded=include_superseded,
+                cursor=cursor,
+                limit=limit,
+            )
+            page = await self._send(call)
+            yield page
+            if page.next_cursor is None:
+                return
+            cursor = page.next_cursor
+
+    async def list_memories(
+        self,
+        bank_id: str,
+        types: Iterable[FactType | str] | None = None,
+        tags: Sequence[str] | None = None,
+        since: TimeArg = None,
+        until: TimeArg = None,
+        *,
+        include_superseded: bool = False,
+        limit: int = DEFAULT_PAGE_LIMIT,
+    ) -> AsyncIterator[MemoryRecord]:
+        """Every memory of the bank matching the filters, newest first."""
+        pages = self.memory_pages(
+            bank_id, types, tags, since, until, include_superseded=include_superseded, limit=limit
+        )
+        async for page in pages:
+            for memory in page.memories:
+                yield memory
+
+    async def history(self, bank_id: str, memory_id: str) -> MemoryHistory:
+        """Where the memory came from and what became of it (see ``MemoryClient.history``)."""
+        return await self._send(self._history_call(bank_id, memory_id))
+
+    async def update(
+        self,
+        bank_id: str,
+        memory_id: str,
+        content: str | None = None,
+        *,
+        steps: Sequence[str] | None = None,
+        rationale: str | None = None,
+        tags: Sequence[str] | None = None,
+        timestamp: TimeArg = None,
+        new_memory_id: str | None = None,
+        wait: bool = False,
+    ) -> RetainResult:
+        """A new version of the memory that supersedes it (see ``MemoryClient.update``)."""
+        fields = _update_fields(content, steps, rationale, tags, timestamp, new_memory_id, wait)
+        return await self._send(self._update_call(bank_id, memory_id, fields))
+
     async def consolidate(self, bank_id: str) -> ConsolidationReport:
         """Run one consolidation round of the bank now; returns the ids it produced."""
         return await self._send(self._consolidate_call(bank_id))
@@ -603,3 +762,24 @@ class AsyncMemoryClient(_BaseClient):
 
     async def __aexit__(self, *exc_info: object) -> None:
         await self.aclose()
+
+
+def _update_fields(
+    content: str | None,
+    steps: Sequence[str] | None,
+    rationale: str | None,
+    tags: Sequence[str] | None,
+    timestamp: TimeArg,
+    new_memory_id: str | None,
+    wait: bool,
+) -> dict[str, object]:
+    """The ``MemoryUpdate`` fields of an ``update`` call (its ``memory_id`` is the new one's)."""
+    return {
+        "content": content,
+        "steps": list(steps) if steps is not None else None,
+        "rationale": rationale,
+        "tags": list(tags) if tags is not None else None,
+        "timestamp": timestamp,
+        "memory_id": new_memory_id,
+        "wait": wait,
+    }
