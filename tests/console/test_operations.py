@@ -173,3 +173,13 @@ def test_the_assets_name_no_other_host_and_every_import_ships() -> None:
         ), asset
         for target in re.findall(r'from "(\.{1,2}/[^"]+)"', text):
             assert (asset.parent / target).resolve().is_file(), f"{asset.name} imports {target}"
+
+
+async def test_an_app_without_sources_ran_no_round_and_knows_no_lag() -> None:
+    app = create_app(service=None, auth=None, limits=ApiLimits())  # type: ignore[arg-type]
+    transport = httpx.ASGITransport(app=app)
+    async with httpx.AsyncClient(transport=transport, base_url="http://127.0.0.1") as api:
+        status = (await api.get("/v1/operations/status")).json()
+        assert status["lag"] == {"ingestion": None, "extraction": None}
+        assert (await api.get("/v1/operations/consolidation-rounds")).json() == {"rounds": []}
+        assert (await api.get("/ui/")).status_code == 404  # create_app serves it only if asked

@@ -65,7 +65,7 @@ def create_app(
             ``not_configured``, naming the settings to set.
         metrics: Served at ``GET /metrics`` and fed by every request; None: no metrics.
         dead_letter_desk: Behind ``/v1/dead-letters``; None: those routes answer 503.
-        operations: Behind ``/v1/operations`` (lag, recent rounds); None: those answer 503.
+        operations: Behind ``/v1/operations`` (lag, recent rounds); None: no rounds, lag unknown.
         console: Serve the web console at ``/ui``.
     """
     app = FastAPI(

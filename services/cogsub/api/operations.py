@@ -16,9 +16,9 @@ from fastapi.security import HTTPAuthorizationCredentials
 from cogsub.api.auth import ALL_BANKS, authorize
 from cogsub.api.deps import State, _bearer
 from cogsub.api.errors import ErrorBody
-from cogsub.console.rounds import OperationsSources
-from cogsub.core.errors import AuthenticationError, UnavailableError
-from cogsub.core.operations import MAX_ROUNDS, ConsolidationRounds, OperationsStatus
+from cogsub.console.rounds import OperationsSources, RoundLog
+from cogsub.core.errors import AuthenticationError
+from cogsub.core.operations import MAX_ROUNDS, ConsolidationRounds, OperationsStatus, PipelineLag
 
 #: Where ``create_app`` leaves the sources on ``app.state``.
 SOURCES_ATTRIBUTE = "cogsub_operations"
@@ -28,7 +28,6 @@ router = APIRouter(prefix="/v1/operations", tags=["operations"])
 _ERRORS: dict[int | str, dict[str, Any]] = {
     401: {"model": ErrorBody, "description": "Keys are required: no API key, or an unknown one"},
     403: {"model": ErrorBody, "description": "The API key does not grant that bank"},
-    503: {"model": ErrorBody, "description": "Operations are not wired into this API process"},
 }
 
 
@@ -47,11 +46,17 @@ def _granted(
     return None if ALL_BANKS in banks else banks
 
 
+async def _unknown_lag() -> PipelineLag:
+    return PipelineLag(ingestion=None, extraction=None)
+
+
+# An app built without sources (tests, embedded clients) ran no round and knows no lag.
+_UNWIRED = OperationsSources(rounds=RoundLog(capacity=1), lag=_unknown_lag)
+
+
 def _sources(request: Request) -> OperationsSources:
     sources = getattr(request.app.state, SOURCES_ATTRIBUTE, None)
-    if not isinstance(sources, OperationsSources):
-        raise UnavailableError("operations are not wired into this API process")
-    return sources
+    return sources if isinstance(sources, OperationsSources) else _UNWIRED
 
 
 Granted = Annotated[frozenset[str] | None, Depends(_granted)]
