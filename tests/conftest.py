@@ -39,6 +39,15 @@ def pytest_report_header(config: pytest.Config) -> list[str]:
     return engines.header_lines()
 
 
+def pytest_collection_finish(session: pytest.Session) -> None:
+    # Engine images are pulled here, outside every test's timeout, and only for connected tests.
+    if any(item.get_closest_marker("connected") for item in session.items):
+        try:
+            engines.pull_container_images()
+        except engines.EngineSelectionError as exc:
+            raise pytest.UsageError(str(exc)) from exc
+
+
 @pytest.fixture(autouse=True)
 def clean_environ(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
     for name in list(os.environ):
