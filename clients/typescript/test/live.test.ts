@@ -185,6 +185,36 @@ describe("listing, history and update", () => {
     assert.deepEqual(tagged, [ids[4], ids[2]]);
   });
 
+  test("a walk through the pages sees each memory present throughout exactly once, while writes go on", async () => {
+    const bank = freshBank();
+    let seed = 7;
+    const random = (): number => ((seed = (seed * 1103515245 + 12345) % 2 ** 31) / 2 ** 31);
+    const at = (): Date => new Date(Date.UTC(2026, 0, 1) + Math.floor(random() * 30 * 86_400_000));
+    const originals: string[] = [];
+    for (let i = 0; i < 24; i += 1) {
+      originals.push((await cm.retain(bank, `Original note ${i}.`, { timestamp: at(), memoryId: `orig-${i}` })).memory_id);
+    }
+    await waitUntilRecallable(bank, originals);
+    const forgotten = new Set<string>();
+    const seen: string[] = [];
+    let written = 0;
+    for await (const page of cm.listMemories(bank, { limit: 4 })) {
+      seen.push(...page.memories.map((m) => m.id));
+      // Between pages: a new memory anywhere in time, and one not yet seen forgotten.
+      await cm.retain(bank, `Written during the walk ${written}.`, { timestamp: at(), memoryId: `new-${written}` });
+      written += 1;
+      const victim = originals.find((id) => !seen.includes(id) && !forgotten.has(id));
+      if (victim !== undefined && forgotten.size < 5) {
+        await cm.forget(bank, victim);
+        forgotten.add(victim);
+      }
+    }
+    assert.equal(new Set(seen).size, seen.length, "no memory twice");
+    const present = originals.filter((id) => !forgotten.has(id));
+    assert.deepEqual(present.filter((id) => !seen.includes(id)), [], "none present throughout was skipped");
+    assert.ok(forgotten.size === 5 && [...forgotten].every((id) => !seen.includes(id)));
+  });
+
   test("listBanks shows the banks a key grants, with counts by type", async () => {
     const bank = freshBank();
     await cm.retainCorrection(bank, "No — use the staging cluster first.", { wait: true });
