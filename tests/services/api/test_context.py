@@ -3,14 +3,18 @@
 from __future__ import annotations
 
 import json
+from typing import Any
 
 import httpx
 import pytest
+from fastapi.routing import APIRoute
 
 from cogsub.api import ApiKeys, ApiLimits, create_app
+from cogsub.api import context as context_routes
 from cogsub.core.context import Answer, ContextBlock
 from cogsub.recall.answer import ChatAnswerer, ChatSettings
 from cogsub.recall.ranking import estimate_tokens
+from cogsub.sdk._base import Call, _BaseClient
 from tests.fixtures.chat_server import ChatServer
 from tests.services.api.conftest import KEY_A, AppClient, assert_error
 from tests.services.recall.stack import LiveStack
@@ -156,3 +160,19 @@ async def test_the_answer_cites_only_ids_of_its_block(
     prompt = sent["body"]["messages"][1]["content"]
     assert answered.context.text in prompt and "how do I deploy billing?" in prompt
     assert sent["body"]["response_format"]["type"] == "json_schema"
+
+
+@pytest.mark.parametrize("operation", ["context", "answer"])
+def test_the_sdk_calls_the_route_and_reads_its_response_model(operation: str) -> None:
+    sdk = _BaseClient("http://127.0.0.1:1")
+    calls: dict[str, Call[Any]] = {
+        "context": sdk._context_call(
+            "jane", "q", 100, None, format="json", tags=None, session_id=None
+        ),
+        "answer": sdk._answer_call("jane", "q", 100, ["world"]),
+    }
+    routes = {r.operation_id: r for r in context_routes.router.routes if isinstance(r, APIRoute)}
+    call, route = calls[operation], routes[operation]
+    assert route.methods == {call.method}
+    assert route.path.format(bank_id="jane") == call.path
+    assert call.result is route.response_model
