@@ -1,7 +1,8 @@
 """The MemoryIndex contract against OpenSearchMemoryIndex.
 
-On osmem-server (the default) vector tests skip, since the emulator has no
-k-NN; with ``OPENSEARCH_URL`` pointing at a real OpenSearch they run too.
+Vector tests run when the server lists the k-NN plugin (a real OpenSearch from
+``OPENSEARCH_URL`` or a container, tests/fixtures/engines.py) and skip on
+osmem-server, the local emulator, which has none.
 """
 
 from __future__ import annotations
