@@ -34,6 +34,7 @@ PLUGIN_MODULES = (
     "cogsub.cli.dlq",
     "cogsub.cli.mcp",
     "cogsub.cli.context",
+    "cogsub.cli.browse",
 )
 Handler = Callable[[argparse.Namespace, Settings, Console], int]
 
