@@ -85,6 +85,36 @@ def test_a_correction_consolidated_shows_its_lineage_on_the_preference(
     assert preference in tab.page.locator(f'#rounds tr[data-bank="{bank}"]').first.inner_text()
 
 
+def test_a_procedures_versions_are_drawn_with_the_rule_that_superseded_each(
+    server: ConsoleServer, console: Console, unique_name: str
+) -> None:
+    bank = f"{unique_name}-runbook"
+    with server.client() as api:
+        first = api.post(
+            f"/v1/banks/{bank}/procedures",
+            json={"steps": ["make build", "kubectl apply"], "wait": True},
+        ).json()["memory_id"]
+        second = api.post(
+            f"/v1/banks/{bank}/procedures",
+            json={
+                "steps": ["make build", "kubectl diff", "kubectl apply"],
+                "rationale": "see the change first",
+                "supersedes": first,
+                "wait": True,
+            },
+        ).json()["memory_id"]
+    tab = console(server)
+    tab.open(f"#/memory/{bank}/{second}")
+    steps = tab.page.locator("ol.steps li").all_inner_texts()
+    assert steps == ["make build", "kubectl diff", "kubectl apply"]
+    assert "Rationale: see the change first" in tab.page.locator("main").inner_text()
+    edge = tab.page.locator(f'#lineage g.edge[data-from="{first}"][data-to="{second}"]')
+    assert edge.count() == 1
+    rule = edge.get_attribute("data-label") or ""
+    assert rule and rule in tab.page.locator("ul.rules").inner_text()
+    tab.shoot("procedure")
+
+
 def test_the_playground_bars_sum_to_each_score(
     server: ConsoleServer, console: Console, unique_name: str
 ) -> None:

@@ -24,6 +24,7 @@ export function lineageGraph(history) {
   for (let i = 0; i < versions.length; i += 1) {
     const v = versions[i];
     node(v.memory_id, `v${v.version} ${labelOf(v.text)}`, "version");
+    if (v.memory_id === self) nodes.get(self).label = `v${v.version} ${labelOf(v.text)}`;
     if (i > 0) edges.push({ from: versions[i - 1].memory_id, to: v.memory_id, label: "version" });
   }
   for (const record of history.supersedes || []) {
@@ -46,6 +47,10 @@ function dedupe(edges) {
     if (!seen.has(key) || seen.get(key).label === "version") seen.set(key, e);
   }
   return [...seen.values()].filter((e) => e.from !== e.to);
+}
+
+function short(label) {
+  return label.length > EDGE_LABEL_CHARS ? label.slice(0, EDGE_LABEL_CHARS - 1) + "…" : label;
 }
 
 function labelOf(text) {
@@ -73,7 +78,8 @@ export function columns(graph) {
 
 const BOX_W = 190;
 const BOX_H = 44;
-const GAP_X = 70;
+const GAP_X = 150;
+const EDGE_LABEL_CHARS = 24;
 const GAP_Y = 18;
 
 export function renderLineage(graph, hrefOf) {
@@ -104,7 +110,8 @@ export function renderLineage(graph, hrefOf) {
     const y2 = b.y + BOX_H / 2;
     root.append(svg("g", { class: "edge", "data-from": e.from, "data-to": e.to, "data-label": e.label },
       svg("path", { d: `M${x1},${y1} C${x1 + 30},${y1} ${x2 - 30},${y2} ${x2},${y2}`, "marker-end": "url(#arrow)" }),
-      svg("text", { x: (x1 + x2) / 2, y: (y1 + y2) / 2 - 4, "text-anchor": "middle" }, e.label)));
+      svg("title", {}, e.label),
+      svg("text", { x: (x1 + x2) / 2, y: (y1 + y2) / 2 - 5, "text-anchor": "middle" }, short(e.label))));
   }
   for (const n of graph.nodes) {
     const p = at.get(n.id);
