@@ -170,7 +170,9 @@ function bodyType(operation: Operation): string {
 }
 
 function queryType(parameters: Parameter[]): string {
-  const query = parameters.filter((p) => p.in === "query").sort((a, b) => a.name < b.name ? -1 : 1);
+  const query = parameters
+    .filter((p) => p.in === "query")
+    .sort((a, b) => (a.name < b.name ? -1 : 1));
   if (query.length === 0) return "Record<string, never>";
   const fields = query.map((p) => {
     const optional = p.required ? "" : "?";

@@ -55,7 +55,11 @@ export function readErrorBody(text: string): ErrorBodyRead {
   const problems = Array.isArray(error.problems)
     ? error.problems.filter(isRecord).map((p) => ({ field: String(p.field), rule: String(p.rule) }))
     : [];
-  return { type: typeof error.type === "string" ? error.type : undefined, message: error.message, problems };
+  return {
+    type: typeof error.type === "string" ? error.type : undefined,
+    message: error.message,
+    problems,
+  };
 }
 
 /**
@@ -75,15 +79,27 @@ export function retryAfterMs(header: string | null | undefined, nowMs: number): 
 export function errorFor(status: number, bodyText: string, retryAfter?: number): CogsubError {
   const body = readErrorBody(bodyText);
   const message = body.message ?? `HTTP ${status}`;
-  const details: ErrorDetails = { status, type: body.type, problems: body.problems, retryAfterMs: retryAfter };
+  const details: ErrorDetails = {
+    status,
+    type: body.type,
+    problems: body.problems,
+    retryAfterMs: retryAfter,
+  };
   const clientError = status >= 400 && status < 500;
   if (body.type === "rejected" && clientError) {
     if (status === 409) return new RejectedConflictError(message, details);
-    const problems = body.problems.length ? body.problems : [{ field: "(ingestion)", rule: message }];
+    const problems = body.problems.length
+      ? body.problems
+      : [{ field: "(ingestion)", rule: message }];
     return new RejectedInputError(message, { ...details, problems });
   }
-  if (body.type === "not_configured" && status === 409) return new NotConfiguredError(message, details);
-  if (status === 413 || status === 422 || (clientError && body.problems.length > 0 && status !== 429)) {
+  if (body.type === "not_configured" && status === 409)
+    return new NotConfiguredError(message, details);
+  if (
+    status === 413 ||
+    status === 422 ||
+    (clientError && body.problems.length > 0 && status !== 429)
+  ) {
     const fallback = status === 413 ? "(body)" : "(request)";
     const problems = body.problems.length ? body.problems : [{ field: fallback, rule: message }];
     return new InvalidInputError(message, { ...details, problems });

@@ -165,7 +165,8 @@ export interface ForgetBankOptions extends CallOptions {
   scanArchive?: boolean;
 }
 
-type TextBlockOperation = "retainReasoning" | "retainPreference" | "retainCorrection" | "updateProfile";
+type TextBlockOperation =
+  "retainReasoning" | "retainPreference" | "retainCorrection" | "updateProfile";
 
 interface Send<K extends OperationId> extends CallOptions {
   params: Record<string, string>;
@@ -220,7 +221,11 @@ export class MemoryClient {
   }
 
   /** Keep `content` in bank `bankId`; `factType` types it (typed blocks are stored verbatim). */
-  async retain(bankId: string, content: string, options: RetainOptions = {}): Promise<RetainResult> {
+  async retain(
+    bankId: string,
+    content: string,
+    options: RetainOptions = {},
+  ): Promise<RetainResult> {
     return this.send("retain", {
       params: { bank_id: bankId },
       json: withoutUndefined({
@@ -234,7 +239,11 @@ export class MemoryClient {
   }
 
   /** Keep how a task was done; `supersedes` names the version this one repairs. */
-  async retainProcedure(bankId: string, steps: string[], options: ProcedureOptions = {}): Promise<RetainResult> {
+  async retainProcedure(
+    bankId: string,
+    steps: string[],
+    options: ProcedureOptions = {},
+  ): Promise<RetainResult> {
     return this.send("retainProcedure", {
       params: { bank_id: bankId },
       json: withoutUndefined({
@@ -249,27 +258,47 @@ export class MemoryClient {
   }
 
   /** Keep why a decision was made. */
-  async retainReasoning(bankId: string, text: string, options: TextBlockOptions = {}): Promise<RetainResult> {
+  async retainReasoning(
+    bankId: string,
+    text: string,
+    options: TextBlockOptions = {},
+  ): Promise<RetainResult> {
     return this.#textBlock("retainReasoning", bankId, text, options);
   }
 
   /** Keep a conditional rule for how the user wants things done. */
-  async retainPreference(bankId: string, text: string, options: TextBlockOptions = {}): Promise<RetainResult> {
+  async retainPreference(
+    bankId: string,
+    text: string,
+    options: TextBlockOptions = {},
+  ): Promise<RetainResult> {
     return this.#textBlock("retainPreference", bankId, text, options);
   }
 
   /** Keep an in-the-moment "no, do it this way", raw. */
-  async retainCorrection(bankId: string, text: string, options: TextBlockOptions = {}): Promise<RetainResult> {
+  async retainCorrection(
+    bankId: string,
+    text: string,
+    options: TextBlockOptions = {},
+  ): Promise<RetainResult> {
     return this.#textBlock("retainCorrection", bankId, text, options);
   }
 
   /** Record the user's tools, access and normal patterns. */
-  async updateProfile(bankId: string, text: string, options: TextBlockOptions = {}): Promise<RetainResult> {
+  async updateProfile(
+    bankId: string,
+    text: string,
+    options: TextBlockOptions = {},
+  ): Promise<RetainResult> {
     return this.#textBlock("updateProfile", bankId, text, options);
   }
 
   /** The best memories of `bankId` for `query`, best first, each with its score breakdown. */
-  async recall(bankId: string, query: string, options: RecallOptions = {}): Promise<RecallResponse> {
+  async recall(
+    bankId: string,
+    query: string,
+    options: RecallOptions = {},
+  ): Promise<RecallResponse> {
     return this.send("recall", {
       params: { bank_id: bankId },
       json: withoutUndefined({
@@ -294,7 +323,11 @@ export class MemoryClient {
    * One recall laid out for a prompt: rules, procedures, profile, facts, reasoning, each line
    * with its memory id, the whole within `maxTokens`.
    */
-  async context(bankId: string, query: string, options: ContextOptions = {}): Promise<ContextBlock> {
+  async context(
+    bankId: string,
+    query: string,
+    options: ContextOptions = {},
+  ): Promise<ContextBlock> {
     return this.send("context", {
       params: { bank_id: bankId },
       json: withoutUndefined({
@@ -314,17 +347,29 @@ export class MemoryClient {
    * The server's chat model answers `question` over a context block, citing memory ids it holds;
    * NotConfiguredError when the server has no model.
    */
-  async answer(bankId: string, question: string, options: AnswerOptions = {}): Promise<AnswerResult> {
+  async answer(
+    bankId: string,
+    question: string,
+    options: AnswerOptions = {},
+  ): Promise<AnswerResult> {
     return this.send("answer", {
       params: { bank_id: bankId },
-      json: withoutUndefined({ question, max_tokens: options.maxTokens, types: listArg("types", options.types) }),
+      json: withoutUndefined({
+        question,
+        max_tokens: options.maxTokens,
+        types: listArg("types", options.types),
+      }),
       idempotent: true,
       signal: options.signal,
     });
   }
 
   /** One memory with its archived event; NotFoundError if the bank has no such memory. */
-  async getMemory(bankId: string, memoryId: string, options: CallOptions = {}): Promise<MemoryRecord> {
+  async getMemory(
+    bankId: string,
+    memoryId: string,
+    options: CallOptions = {},
+  ): Promise<MemoryRecord> {
     return this.send("getMemory", {
       params: { bank_id: bankId, memory_id: memoryId },
       idempotent: true,
@@ -334,7 +379,11 @@ export class MemoryClient {
 
   /** One consolidation round of the bank now (idempotent); the ids it produced. */
   async consolidate(bankId: string, options: CallOptions = {}): Promise<ConsolidationReport> {
-    return this.send("consolidate", { params: { bank_id: bankId }, idempotent: true, signal: options.signal });
+    return this.send("consolidate", {
+      params: { bank_id: bankId },
+      idempotent: true,
+      signal: options.signal,
+    });
   }
 
   /** Reinforce recalled memories (returned / used / helpful); how many were updated. */
@@ -356,20 +405,26 @@ export class MemoryClient {
 
   /** The banks this key grants (every bank with a `*` key or none), a page at a time. */
   async *listBanks(options: PageOptions = {}): AsyncGenerator<BankPage, void, undefined> {
-    yield* this.#pages((cursor) =>
-      this.send("listBanks", {
-        params: {},
-        query: queryOf({ limit: options.limit, cursor }),
-        idempotent: true,
-        signal: options.signal,
-      }), options.cursor);
+    yield* this.#pages(
+      (cursor) =>
+        this.send("listBanks", {
+          params: {},
+          query: queryOf({ limit: options.limit, cursor }),
+          idempotent: true,
+          signal: options.signal,
+        }),
+      options.cursor,
+    );
   }
 
   /**
    * The memories of `bankId`, newest first, a page at a time. The cursor is stable under
    * concurrent writes: a memory present for the whole walk is seen exactly once.
    */
-  async *listMemories(bankId: string, options: ListMemoriesOptions = {}): AsyncGenerator<MemoryPage, void, undefined> {
+  async *listMemories(
+    bankId: string,
+    options: ListMemoriesOptions = {},
+  ): AsyncGenerator<MemoryPage, void, undefined> {
     const filters = {
       types: listArg("types", options.types)?.join(","),
       tags: listArg("tags", options.tags)?.join(","),
@@ -378,20 +433,27 @@ export class MemoryClient {
       include_superseded: options.includeSuperseded,
       limit: options.limit,
     };
-    yield* this.#pages((cursor) =>
-      this.send("listMemories", {
-        params: { bank_id: bankId },
-        query: queryOf({ ...filters, cursor }),
-        idempotent: true,
-        signal: options.signal,
-      }), options.cursor);
+    yield* this.#pages(
+      (cursor) =>
+        this.send("listMemories", {
+          params: { bank_id: bankId },
+          query: queryOf({ ...filters, cursor }),
+          idempotent: true,
+          signal: options.signal,
+        }),
+      options.cursor,
+    );
   }
 
   /**
    * Where a memory came from and what became of it: its versions, what superseded it and by
    * which rule, its sources, evidence and corrections, and its ranking signals now.
    */
-  async history(bankId: string, memoryId: string, options: CallOptions = {}): Promise<MemoryHistory> {
+  async history(
+    bankId: string,
+    memoryId: string,
+    options: CallOptions = {},
+  ): Promise<MemoryHistory> {
     return this.send("memoryHistory", {
       params: { bank_id: bankId, memory_id: memoryId },
       idempotent: true,
@@ -424,7 +486,8 @@ export class MemoryClient {
   async forget(bankId: string, memoryId: string, options: CallOptions = {}): Promise<ForgetReport> {
     return this.send("forget", {
       params: { bank_id: bankId, memory_id: memoryId },
-      idempotent: true,
+      // Sent again after it worked, it would answer 404 for a memory this very call forgot.
+      idempotent: false,
       signal: options.signal,
     });
   }
@@ -432,7 +495,10 @@ export class MemoryClient {
   /** Forget every memory of `bankId`; `confirm` must repeat the bank id. */
   async forgetBank(bankId: string, options: ForgetBankOptions): Promise<ForgetBankReport> {
     if (options?.confirm !== bankId) {
-      throw InvalidInputError.forField("confirm", `must be the bank id ${JSON.stringify(bankId)} to forget the bank`);
+      throw InvalidInputError.forField(
+        "confirm",
+        `must be the bank id ${JSON.stringify(bankId)} to forget the bank`,
+      );
     }
     return this.send("forgetBank", {
       params: { bank_id: bankId },
@@ -446,7 +512,10 @@ export class MemoryClient {
    * The bank as JSON lines (header, objects, trailer), yielded as they stream in.
    * A stream that ends without the trailer line was cut short.
    */
-  async *export(bankId: string, options: CallOptions = {}): AsyncGenerator<string, void, undefined> {
+  async *export(
+    bankId: string,
+    options: CallOptions = {},
+  ): AsyncGenerator<string, void, undefined> {
     const response = await this.transport.send({
       method: operationMethod("exportBank"),
       path: pathOf("exportBank", { bank_id: bankId }),
@@ -457,9 +526,16 @@ export class MemoryClient {
     yield* lines(response);
   }
 
-  /** Import an export of `bankId` (its lines, or the whole text); never overwrites. */
-  async importBank(bankId: string, lines: string | Iterable<string>, options: CallOptions = {}): Promise<ImportReport> {
-    const body = typeof lines === "string" ? lines : [...lines].map((line) => line.replace(/\r?\n$/, "")).join("\n");
+  /**
+   * Import an export of `bankId`: its lines (`export`'s iterator will do) or the whole text.
+   * Never overwrites; one request, so the server's body limit applies.
+   */
+  async importBank(
+    bankId: string,
+    lines: string | Iterable<string> | AsyncIterable<string>,
+    options: CallOptions = {},
+  ): Promise<ImportReport> {
+    const body = typeof lines === "string" ? lines : await joinedLines(lines);
     return this.transport.json<ImportReport>({
       method: operationMethod("importBank"),
       path: pathOf("importBank", { bank_id: bankId }),
@@ -493,7 +569,12 @@ export class MemoryClient {
     };
   }
 
-  #textBlock(id: TextBlockOperation, bankId: string, text: string, options: TextBlockOptions): Promise<RetainResult> {
+  #textBlock(
+    id: TextBlockOperation,
+    bankId: string,
+    text: string,
+    options: TextBlockOptions,
+  ): Promise<RetainResult> {
     return this.send(id, {
       params: { bank_id: bankId },
       json: withoutUndefined({ text, ...this.#writeFields(options) }),
@@ -505,6 +586,12 @@ export class MemoryClient {
 
 function operationMethod(id: OperationId): string {
   return OPERATIONS[id].method;
+}
+
+async function joinedLines(lines: Iterable<string> | AsyncIterable<string>): Promise<string> {
+  const kept: string[] = [];
+  for await (const line of lines) kept.push(line.replace(/\r?\n$/, ""));
+  return kept.join("\n");
 }
 
 /** The non-empty lines of a streamed body, decoded as UTF-8 across chunk boundaries. */

@@ -56,7 +56,9 @@ export class CogsubError extends Error {
 /** Input broke one or more rules; nothing was stored. */
 export class InvalidInputError extends CogsubError {
   constructor(message: string, details: ErrorDetails = {}) {
-    const problems = details.problems?.length ? details.problems : [{ field: "(request)", rule: message }];
+    const problems = details.problems?.length
+      ? details.problems
+      : [{ field: "(request)", rule: message }];
     super(message, { ...details, problems });
   }
 

@@ -61,7 +61,8 @@ export function pathOf(id: OperationId, params: Readonly<Record<string, string>>
 export function wireTime(field: string, value: TimeArg | undefined): string | undefined {
   if (value === undefined) return undefined;
   if (value instanceof Date) {
-    if (Number.isNaN(value.getTime())) throw InvalidInputError.forField(field, "must be a valid date");
+    if (Number.isNaN(value.getTime()))
+      throw InvalidInputError.forField(field, "must be a valid date");
     return value.toISOString();
   }
   return value;
@@ -100,12 +101,16 @@ export function stepsArg(steps: unknown): string[] {
 }
 
 /** Comma-joined values of a list query parameter (`types=world,experience`). */
-export function joined(values: readonly FactType[] | readonly string[] | undefined): string | undefined {
+export function joined(
+  values: readonly FactType[] | readonly string[] | undefined,
+): string | undefined {
   return values === undefined ? undefined : values.join(",");
 }
 
 /** A query object of strings, without unset parameters. */
-export function queryOf(values: Record<string, string | number | boolean | null | undefined>): Record<string, string> {
+export function queryOf(
+  values: Record<string, string | number | boolean | null | undefined>,
+): Record<string, string> {
   const query: Record<string, string> = {};
   for (const [name, value] of Object.entries(values)) {
     if (value !== undefined && value !== null) query[name] = String(value);

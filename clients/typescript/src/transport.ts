@@ -2,7 +2,14 @@
  * Sending one operation: the bearer key, a timeout per attempt (AbortController), and retries
  * of retryable failures honouring `Retry-After`. Uses the platform `fetch` (Node 20+, browsers).
  */
-import { type BackoffPolicy, errorFor, type FailedAttempt, mayRetry, retryAfterMs, retryDelayMs } from "./answers.js";
+import {
+  type BackoffPolicy,
+  errorFor,
+  type FailedAttempt,
+  mayRetry,
+  retryAfterMs,
+  retryDelayMs,
+} from "./answers.js";
 import { CogsubError, UnavailableError } from "./errors.js";
 
 export const USER_AGENT = "cogsub-sdk-ts/0.1.0";
@@ -67,9 +74,10 @@ export class Transport {
     for (let attempt = 0; ; attempt += 1) {
       const failure = await this.#attempt(request);
       if (failure instanceof Response) return failure;
-      const delay = attempt < this.#options.retries && mayRetry(failure, request.idempotent)
-        ? retryDelayMs(attempt, failure.error, this.#options.backoff)
-        : undefined;
+      const delay =
+        attempt < this.#options.retries && mayRetry(failure, request.idempotent)
+          ? retryDelayMs(attempt, failure.error, this.#options.backoff)
+          : undefined;
       if (delay === undefined) throw failure.error;
       await sleep(delay, request.signal);
     }
@@ -82,25 +90,31 @@ export class Transport {
     try {
       return JSON.parse(text) as T;
     } catch (cause) {
-      throw new CogsubError(`the memory API answered ${request.method} ${request.path} with no JSON`, {
-        status: response.status,
-        cause,
-      });
+      throw new CogsubError(
+        `the memory API answered ${request.method} ${request.path} with no JSON`,
+        {
+          status: response.status,
+          cause,
+        },
+      );
     }
   }
 
   #url(request: Request): string {
-    const query = request.query && Object.keys(request.query).length > 0
-      ? `?${new URLSearchParams(request.query).toString()}`
-      : "";
+    const query =
+      request.query && Object.keys(request.query).length > 0
+        ? `?${new URLSearchParams(request.query).toString()}`
+        : "";
     return `${this.baseUrl}${request.path}${query}`;
   }
 
   #headers(request: Request): Record<string, string> {
     const headers: Record<string, string> = { Accept: request.accept ?? "application/json" };
     // Browsers refuse to let a page set User-Agent; Node sends it.
-    if (typeof (globalThis as { window?: unknown }).window === "undefined") headers["User-Agent"] = USER_AGENT;
-    if (this.#options.apiKey !== undefined) headers.Authorization = `Bearer ${this.#options.apiKey}`;
+    if (typeof (globalThis as { window?: unknown }).window === "undefined")
+      headers["User-Agent"] = USER_AGENT;
+    if (this.#options.apiKey !== undefined)
+      headers.Authorization = `Bearer ${this.#options.apiKey}`;
     if (this.#options.actor !== undefined) headers["X-Cogsub-Actor"] = this.#options.actor;
     if (request.json !== undefined) headers["Content-Type"] = "application/json";
     else if (request.contentType !== undefined) headers["Content-Type"] = request.contentType;
@@ -110,7 +124,9 @@ export class Transport {
   async #attempt(request: Request): Promise<Response | FailedAttempt> {
     const timeout = new AbortController();
     const timer = setTimeout(() => timeout.abort(), this.#options.timeoutMs);
-    const signal = request.signal ? AbortSignal.any([request.signal, timeout.signal]) : timeout.signal;
+    const signal = request.signal
+      ? AbortSignal.any([request.signal, timeout.signal])
+      : timeout.signal;
     try {
       const response = await this.#options.fetch(this.#url(request), {
         method: request.method,
@@ -140,6 +156,9 @@ export class Transport {
     const code = causeCode(cause);
     const message = `cannot reach the memory API (${where}): ${code ?? String(cause)}`;
     // A refused connection never reached the server; anything else may have.
-    return { error: new UnavailableError(message, { cause }), outcomeUnknown: code !== "ECONNREFUSED" };
+    return {
+      error: new UnavailableError(message, { cause }),
+      outcomeUnknown: code !== "ECONNREFUSED",
+    };
   }
 }

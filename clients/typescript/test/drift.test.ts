@@ -13,20 +13,33 @@ import { generate, type OpenApiDocument, typeOf } from "../scripts/generate-type
 const PACKAGE_DIR = new URL("../..", import.meta.url).pathname;
 
 test("src/generated.ts is generated from openapi.json, unedited", () => {
-  const document = JSON.parse(readFileSync(join(PACKAGE_DIR, "openapi.json"), "utf8")) as OpenApiDocument;
+  const document = JSON.parse(
+    readFileSync(join(PACKAGE_DIR, "openapi.json"), "utf8"),
+  ) as OpenApiDocument;
   const committed = readFileSync(join(PACKAGE_DIR, "src/generated.ts"), "utf8");
-  assert.equal(committed, generate(document), "run `npm run generate` in clients/typescript and commit");
+  assert.equal(
+    committed,
+    generate(document),
+    "run `npm run generate` in clients/typescript and commit",
+  );
 });
 
 test("every operation the client calls is in the document", () => {
-  const document = JSON.parse(readFileSync(join(PACKAGE_DIR, "openapi.json"), "utf8")) as OpenApiDocument;
+  const document = JSON.parse(
+    readFileSync(join(PACKAGE_DIR, "openapi.json"), "utf8"),
+  ) as OpenApiDocument;
   const ids = new Set(
-    Object.values(document.paths).flatMap((item) => Object.values(item).map((op) => op.operationId)),
+    Object.values(document.paths).flatMap((item) =>
+      Object.values(item).map((op) => op.operationId),
+    ),
   );
   const client = readFileSync(join(PACKAGE_DIR, "src/client.ts"), "utf8");
-  const used = [...client.matchAll(/(?:send|#textBlock|operationMethod)\("(\w+)"/g)].map((m) => m[1] as string);
+  const used = [...client.matchAll(/(?:send|#textBlock|operationMethod)\("(\w+)"/g)].map(
+    (m) => m[1] as string,
+  );
   assert.ok(used.length >= 14, `found ${used.length} operations in client.ts`);
-  for (const id of used) assert.ok(ids.has(id), `client.ts calls ${id}, which the API does not publish`);
+  for (const id of used)
+    assert.ok(ids.has(id), `client.ts calls ${id}, which the API does not publish`);
 });
 
 test("schema shapes map to their TypeScript types", () => {
@@ -49,7 +62,11 @@ test("schema shapes map to their TypeScript types", () => {
     "Partial<Record<FactType, number>>",
   );
   assert.equal(
-    typeOf({ type: "object", properties: { a: { type: "string" }, "b-c": { type: "boolean" } }, required: ["a"] }),
+    typeOf({
+      type: "object",
+      properties: { a: { type: "string" }, "b-c": { type: "boolean" } },
+      required: ["a"],
+    }),
     '{\n  a: string;\n  "b-c"?: boolean;\n}',
   );
   assert.equal(typeOf({}), "unknown");

@@ -18,7 +18,7 @@ import {
   NotFoundError,
   PermissionDeniedError,
 } from "../src/index.js";
-import { type LiveServer, startServer } from "./live-server.js";
+import { type LiveServer, startServer } from "../test-support/live-server.js";
 
 const OPERATOR_KEY = "ops-key-0123456789abcdef";
 const ALICE_KEY = "alice-key-0123456789abcd";
@@ -45,13 +45,28 @@ describe("the seed's calls, as written", () => {
   test("each typed block is kept and recallable by its type", async () => {
     const bank = freshBank();
     const steps = ["make build", "kubectl apply -f prod.yaml", "curl /health"];
-    const procedure = await cm.retainProcedure(bank, steps, { rationale: "standard prod deploy", wait: true });
-    const reasoning = await cm.retainReasoning(bank, "Chose gRPC over REST: p99 latency mattered more.", { wait: true });
-    const preference = await cm.retainPreference(bank, "For day-planning, use personal Gmail, never work mail.", {
+    const procedure = await cm.retainProcedure(bank, steps, {
+      rationale: "standard prod deploy",
       wait: true,
     });
-    const correction = await cm.retainCorrection(bank, "No — drain the pod before restart.", { wait: true });
-    const profile = await cm.updateProfile(bank, "Has admin on AWS, GitHub, and Grafana.", { wait: true });
+    const reasoning = await cm.retainReasoning(
+      bank,
+      "Chose gRPC over REST: p99 latency mattered more.",
+      { wait: true },
+    );
+    const preference = await cm.retainPreference(
+      bank,
+      "For day-planning, use personal Gmail, never work mail.",
+      {
+        wait: true,
+      },
+    );
+    const correction = await cm.retainCorrection(bank, "No — drain the pod before restart.", {
+      wait: true,
+    });
+    const profile = await cm.updateProfile(bank, "Has admin on AWS, GitHub, and Grafana.", {
+      wait: true,
+    });
     const world = await cm.retain(bank, "Acme HQ is in Berlin.", { factType: "world", wait: true });
 
     const kept = { procedure, reasoning, preference, correction, profile, world };
@@ -62,11 +77,16 @@ describe("the seed's calls, as written", () => {
     }
 
     const procedures = await cm.recall(bank, "how do I deploy?", { types: ["procedure"] });
-    assert.deepEqual(procedures.results.map((hit) => hit.id), [procedure.memory_id]);
+    assert.deepEqual(
+      procedures.results.map((hit) => hit.id),
+      [procedure.memory_id],
+    );
     assert.deepEqual(procedures.results[0]?.steps, steps);
     assert.equal(procedures.results[0]?.rationale, "standard prod deploy");
 
-    const rules = await cm.recall(bank, "how should I handle this?", { types: ["preference", "correction"] });
+    const rules = await cm.recall(bank, "how should I handle this?", {
+      types: ["preference", "correction"],
+    });
     assert.deepEqual(
       rules.results.map((hit) => hit.id).sort(),
       [preference.memory_id, correction.memory_id].sort(),
@@ -87,15 +107,24 @@ describe("the seed's calls, as written", () => {
     });
     assert.equal(v2.version, 2);
     const found = await cm.recall(bank, "restart the pod", { types: ["procedure"] });
-    assert.deepEqual(found.results.map((h) => h.id), [v2.memory_id]);
+    assert.deepEqual(
+      found.results.map((h) => h.id),
+      [v2.memory_id],
+    );
     const old = await cm.getMemory(bank, v1.memory_id);
     assert.match(old.text, /restart the pod/);
   });
 
   test("a retain with its own id is idempotent, and one of known content is reinforced", async () => {
     const bank = freshBank();
-    const first = await cm.retain(bank, "The staging cluster is in eu-west-1.", { memoryId: "fact-1", wait: true });
-    const again = await cm.retain(bank, "The staging cluster is in eu-west-1.", { memoryId: "fact-1", wait: true });
+    const first = await cm.retain(bank, "The staging cluster is in eu-west-1.", {
+      memoryId: "fact-1",
+      wait: true,
+    });
+    const again = await cm.retain(bank, "The staging cluster is in eu-west-1.", {
+      memoryId: "fact-1",
+      wait: true,
+    });
     assert.equal(again.memory_id, first.memory_id);
     const copy = await cm.retain(bank, "The staging cluster is in eu-west-1.", { wait: true });
     assert.equal(copy.memory_id, "fact-1");
@@ -124,7 +153,10 @@ describe("reads, forgets, export and import", () => {
   test("export streams header, objects and trailer; import brings a forgotten bank back", async () => {
     const bank = freshBank();
     await cm.retainPreference(bank, "Prefers tea over coffee in the afternoon.", { wait: true });
-    await cm.retain(bank, "The office wifi is called acme-guest.", { factType: "world", wait: true });
+    await cm.retain(bank, "The office wifi is called acme-guest.", {
+      factType: "world",
+      wait: true,
+    });
     const lines: string[] = [];
     for await (const line of cm.export(bank)) lines.push(line);
     assert.ok(lines.length >= 4, `header, two objects, trailer; got ${lines.length}`);
@@ -135,7 +167,10 @@ describe("reads, forgets, export and import", () => {
     assert.equal(erased.complete, true);
     assert.equal((await cm.recall(bank, "tea")).results.length, 0);
 
-    const imported = await cm.importBank(bank, lines);
+    const replayed = async function* (): AsyncGenerator<string> {
+      yield* lines; // as export's own iterator hands them over
+    };
+    const imported = await cm.importBank(bank, replayed());
     assert.equal(imported.complete, true);
     assert.equal(imported.invalid, 0);
     assert.ok(imported.imported > 0);
@@ -167,19 +202,32 @@ describe("listing, history and update", () => {
     const ids: string[] = [];
     for (let i = 0; i < 5; i += 1) {
       const timestamp = new Date(Date.UTC(2026, 0, 1 + i));
-      const kept = await cm.retain(bank, `Meeting note number ${i}.`, { factType: "world", timestamp, tags: [`n${i % 2}`] });
+      const kept = await cm.retain(bank, `Meeting note number ${i}.`, {
+        factType: "world",
+        timestamp,
+        tags: [`n${i % 2}`],
+      });
       ids.push(kept.memory_id);
     }
-    await cm.retainPreference(bank, "Prefers short meetings.", { wait: true, timestamp: "2025-06-01T00:00:00Z" });
+    await cm.retainPreference(bank, "Prefers short meetings.", {
+      wait: true,
+      timestamp: "2025-06-01T00:00:00Z",
+    });
     await waitUntilRecallable(bank, ids);
     const pages: string[][] = [];
     for await (const page of cm.listMemories(bank, { types: ["world"], limit: 2 })) {
       pages.push(page.memories.map((m) => m.id));
     }
-    assert.deepEqual(pages.map((p) => p.length), [2, 2, 1]);
+    assert.deepEqual(
+      pages.map((p) => p.length),
+      [2, 2, 1],
+    );
     assert.deepEqual(pages.flat(), [...ids].reverse(), "newest first, each once");
     const tagged: string[] = [];
-    for await (const page of cm.listMemories(bank, { tags: ["n0"], since: new Date(Date.UTC(2026, 0, 2)) })) {
+    for await (const page of cm.listMemories(bank, {
+      tags: ["n0"],
+      since: new Date(Date.UTC(2026, 0, 2)),
+    })) {
       tagged.push(...page.memories.map((m) => m.id));
     }
     assert.deepEqual(tagged, [ids[4], ids[2]]);
@@ -188,11 +236,14 @@ describe("listing, history and update", () => {
   test("a walk through the pages sees each memory present throughout exactly once, while writes go on", async () => {
     const bank = freshBank();
     let seed = 7;
-    const random = (): number => ((seed = (seed * 1103515245 + 12345) % 2 ** 31) / 2 ** 31);
+    const random = (): number => (seed = (seed * 1103515245 + 12345) % 2 ** 31) / 2 ** 31;
     const at = (): Date => new Date(Date.UTC(2026, 0, 1) + Math.floor(random() * 30 * 86_400_000));
     const originals: string[] = [];
     for (let i = 0; i < 24; i += 1) {
-      originals.push((await cm.retain(bank, `Original note ${i}.`, { timestamp: at(), memoryId: `orig-${i}` })).memory_id);
+      originals.push(
+        (await cm.retain(bank, `Original note ${i}.`, { timestamp: at(), memoryId: `orig-${i}` }))
+          .memory_id,
+      );
     }
     await waitUntilRecallable(bank, originals);
     const forgotten = new Set<string>();
@@ -201,7 +252,10 @@ describe("listing, history and update", () => {
     for await (const page of cm.listMemories(bank, { limit: 4 })) {
       seen.push(...page.memories.map((m) => m.id));
       // Between pages: a new memory anywhere in time, and one not yet seen forgotten.
-      await cm.retain(bank, `Written during the walk ${written}.`, { timestamp: at(), memoryId: `new-${written}` });
+      await cm.retain(bank, `Written during the walk ${written}.`, {
+        timestamp: at(),
+        memoryId: `new-${written}`,
+      });
       written += 1;
       const victim = originals.find((id) => !seen.includes(id) && !forgotten.has(id));
       if (victim !== undefined && forgotten.size < 5) {
@@ -211,7 +265,11 @@ describe("listing, history and update", () => {
     }
     assert.equal(new Set(seen).size, seen.length, "no memory twice");
     const present = originals.filter((id) => !forgotten.has(id));
-    assert.deepEqual(present.filter((id) => !seen.includes(id)), [], "none present throughout was skipped");
+    assert.deepEqual(
+      present.filter((id) => !seen.includes(id)),
+      [],
+      "none present throughout was skipped",
+    );
     assert.ok(forgotten.size === 5 && [...forgotten].every((id) => !seen.includes(id)));
   });
 
@@ -240,14 +298,23 @@ describe("listing, history and update", () => {
   test("update makes a new version: recall finds it, the old stays readable and in history", async () => {
     const bank = freshBank();
     const old = await cm.retainPreference(bank, "Send reports on Fridays.", { wait: true });
-    const next = await cm.update(bank, old.memory_id, { content: "Send reports on Mondays.", wait: true });
+    const next = await cm.update(bank, old.memory_id, {
+      content: "Send reports on Mondays.",
+      wait: true,
+    });
     assert.notEqual(next.memory_id, old.memory_id);
     const found = await cm.recall(bank, "when do reports go out?", { types: ["preference"] });
-    assert.deepEqual(found.results.map((h) => h.id), [next.memory_id]);
+    assert.deepEqual(
+      found.results.map((h) => h.id),
+      [next.memory_id],
+    );
     assert.equal((await cm.getMemory(bank, old.memory_id)).text, "Send reports on Fridays.");
     const lineage = await cm.history(bank, old.memory_id);
     assert.equal(lineage.superseded_by?.superseded_by, next.memory_id);
-    assert.deepEqual(lineage.versions.map((v) => v.memory_id), [old.memory_id, next.memory_id]);
+    assert.deepEqual(
+      lineage.versions.map((v) => v.memory_id),
+      [old.memory_id, next.memory_id],
+    );
     assert.equal(lineage.versions.find((v) => v.current)?.memory_id, next.memory_id);
   });
 
@@ -259,8 +326,17 @@ describe("listing, history and update", () => {
       wait: true,
     });
     const lineage = await cm.history(bank, v2.memory_id);
-    assert.deepEqual(lineage.versions.map((v) => [v.memory_id, v.version]), [[v1.memory_id, 1], [v2.memory_id, 2]]);
-    assert.deepEqual(lineage.supersedes.map((r) => r.memory_id), [v1.memory_id]);
+    assert.deepEqual(
+      lineage.versions.map((v) => [v.memory_id, v.version]),
+      [
+        [v1.memory_id, 1],
+        [v2.memory_id, 2],
+      ],
+    );
+    assert.deepEqual(
+      lineage.supersedes.map((r) => r.memory_id),
+      [v1.memory_id],
+    );
     await assert.rejects(cm.history(bank, "no-such-memory"), NotFoundError);
   });
 });
@@ -282,18 +358,30 @@ async function waitUntilRecallable(bank: string, ids: string[]): Promise<void> {
 describe("context and answer", () => {
   test("context lays the bank out by section, each item with its memory id, within the budget", async () => {
     const bank = freshBank();
-    const rule = await cm.retainPreference(bank, "Always drain the pod before a restart.", { wait: true });
-    const how = await cm.retainProcedure(bank, ["drain the pod", "restart the pod"], { wait: true });
+    const rule = await cm.retainPreference(bank, "Always drain the pod before a restart.", {
+      wait: true,
+    });
+    const how = await cm.retainProcedure(bank, ["drain the pod", "restart the pod"], {
+      wait: true,
+    });
     const block = await cm.context(bank, "restart the pod", { maxTokens: 500 });
     assert.equal(block.bank_id, bank);
     assert.ok(block.tokens <= 500 && block.max_tokens === 500);
-    const sections = Object.fromEntries(block.sections.map((s) => [s.name, s.items.map((i) => i.memory_id)]));
+    const sections = Object.fromEntries(
+      block.sections.map((s) => [s.name, s.items.map((i) => i.memory_id)]),
+    );
     assert.deepEqual(sections.rules, [rule.memory_id]);
     assert.deepEqual(sections.procedures, [how.memory_id]);
     assert.ok(block.text.includes(rule.memory_id), block.text);
-    const json = await cm.context(bank, "restart the pod", { format: "json", types: ["procedure"] });
+    const json = await cm.context(bank, "restart the pod", {
+      format: "json",
+      types: ["procedure"],
+    });
     assert.equal(json.text, "");
-    assert.deepEqual(json.sections.flatMap((s) => s.items.map((i) => i.memory_id)), [how.memory_id]);
+    assert.deepEqual(
+      json.sections.flatMap((s) => s.items.map((i) => i.memory_id)),
+      [how.memory_id],
+    );
   });
 
   test("answer without a chat model is NotConfiguredError (a ConflictError, 409)", async () => {
@@ -321,7 +409,10 @@ describe("errors are the API's, as classes", () => {
       assert.ok(error instanceof InvalidInputError);
       assert.equal(error.status, 422);
       assert.equal(error.type, "invalid_input");
-      assert.ok(error.problems.some((p) => p.field === "k"), JSON.stringify(error.problems));
+      assert.ok(
+        error.problems.some((p) => p.field === "k"),
+        JSON.stringify(error.problems),
+      );
       return true;
     });
   });
@@ -332,7 +423,10 @@ describe("errors are the API's, as classes", () => {
     const wrong = new MemoryClient({ baseUrl: server.url, apiKey: "not-a-key-0123456789" });
     await assert.rejects(wrong.recall(ALICE, "x"), (error: unknown) => {
       assert.ok(error instanceof AuthenticationError && error.status === 401);
-      assert.ok(!error.message.includes("not-a-key-0123456789"), "the key never shows in a message");
+      assert.ok(
+        !error.message.includes("not-a-key-0123456789"),
+        "the key never shows in a message",
+      );
       return true;
     });
     const alice = new MemoryClient({ baseUrl: server.url, apiKey: ALICE_KEY });
@@ -344,7 +438,8 @@ describe("errors are the API's, as classes", () => {
   test("supersedes naming no procedure is NotFoundError", async () => {
     await assert.rejects(
       cm.retainProcedure(freshBank(), ["step"], { supersedes: "nothing-here", wait: true }),
-      (error: unknown) => error instanceof NotFoundError && error instanceof CogsubError && error.status === 404,
+      (error: unknown) =>
+        error instanceof NotFoundError && error instanceof CogsubError && error.status === 404,
     );
   });
 });

@@ -48,7 +48,8 @@ test("what a browser loads imports nothing but its own modules", () => {
   for (const name of modules) {
     const text = readFileSync(join(dist, name), "utf8");
     const imports = [...text.matchAll(/from\s+"([^"]+)"/g)].map((m) => m[1] as string);
-    for (const target of imports) assert.match(target, /^\.\/[\w-]+\.js$/, `${name} imports ${target}`);
+    for (const target of imports)
+      assert.match(target, /^\.\/[\w-]+\.js$/, `${name} imports ${target}`);
     assert.ok(!/\bprocess\.|\brequire\(|\bBuffer\b/.test(text), `${name} uses a Node-only global`);
   }
 });
@@ -60,8 +61,16 @@ test("the packed tarball holds dist with declarations and the README, not the so
   });
   const [packed] = JSON.parse(output) as [{ files: { path: string }[] }];
   const paths = packed.files.map((file) => file.path);
-  for (const needed of ["package.json", "README.md", "dist/index.js", "dist/index.d.ts", "dist/generated.d.ts"]) {
+  for (const needed of [
+    "package.json",
+    "README.md",
+    "dist/index.js",
+    "dist/index.d.ts",
+    "dist/generated.d.ts",
+  ]) {
     assert.ok(paths.includes(needed), `${needed} in ${paths.join(", ")}`);
   }
-  assert.ok(!paths.some((path) => /^(src|test|scripts)\//.test(path) || path.startsWith(".test-build")));
+  assert.ok(
+    !paths.some((path) => /^(src|test|scripts)\//.test(path) || path.startsWith(".test-build")),
+  );
 });

@@ -46,7 +46,12 @@ const RECORD = {
   archived_event: {},
 };
 
-function answer(response: ServerResponse, status: number, body: unknown, headers: Record<string, string> = {}): void {
+function answer(
+  response: ServerResponse,
+  status: number,
+  body: unknown,
+  headers: Record<string, string> = {},
+): void {
   response.writeHead(status, { "Content-Type": "application/json", ...headers });
   response.end(JSON.stringify(body));
 }
@@ -67,7 +72,9 @@ test("a 503 is retried after its Retry-After, then the answer is returned", asyn
 });
 
 test("retries stop after `retries` more attempts with the last error", async () => {
-  const api = await serve((_req, res) => answer(res, 429, { error: { type: "rate_limited", message: "slow down" } }));
+  const api = await serve((_req, res) =>
+    answer(res, 429, { error: { type: "rate_limited", message: "slow down" } }),
+  );
   const cm = new MemoryClient({ baseUrl: api.url, retries: 2, retryBaseDelayMs: 1 });
   await assert.rejects(cm.getMemory("jane", "m-1"), (error: unknown) => {
     assert.ok(error instanceof UnavailableError);
@@ -89,7 +96,9 @@ test("a Retry-After past the longest wait is not waited for", async () => {
 });
 
 test("errors that are not retryable are never retried", async () => {
-  const api = await serve((_req, res) => answer(res, 404, { error: { type: "not_found", message: "no such memory" } }));
+  const api = await serve((_req, res) =>
+    answer(res, 404, { error: { type: "not_found", message: "no such memory" } }),
+  );
   const cm = new MemoryClient({ baseUrl: api.url, retries: 3, retryBaseDelayMs: 1 });
   await assert.rejects(cm.getMemory("jane", "m-1"), CogsubError);
   assert.equal(api.count(), 1);
@@ -97,7 +106,12 @@ test("errors that are not retryable are never retried", async () => {
 
 test("a silent server times out; a read is retried, a retain without an id is not", async () => {
   const api = await serve(() => undefined); // takes the request, never answers
-  const cm = new MemoryClient({ baseUrl: api.url, timeoutMs: 150, retries: 1, retryBaseDelayMs: 1 });
+  const cm = new MemoryClient({
+    baseUrl: api.url,
+    timeoutMs: 150,
+    retries: 1,
+    retryBaseDelayMs: 1,
+  });
   await assert.rejects(cm.getMemory("jane", "m-1"), (error: unknown) => {
     assert.ok(error instanceof UnavailableError);
     assert.match(error.message, /did not answer .* within 150 ms/);
@@ -106,7 +120,10 @@ test("a silent server times out; a read is retried, a retain without an id is no
   assert.equal(api.count(), 2);
   await assert.rejects(cm.retain("jane", "might be stored twice"), UnavailableError);
   assert.equal(api.count(), 3, "a retain that may have been stored is not sent again");
-  await assert.rejects(cm.retain("jane", "same id, same content", { memoryId: "m-2" }), UnavailableError);
+  await assert.rejects(
+    cm.retain("jane", "same id, same content", { memoryId: "m-2" }),
+    UnavailableError,
+  );
   assert.equal(api.count(), 5, "a retain with its own id is idempotent, so retried");
 });
 
@@ -115,7 +132,11 @@ test("a closed port is UnavailableError, retried since nothing was sent", async 
   const port = new URL(api.url).port;
   const closing = servers.pop() as Server;
   await new Promise((done) => closing.close(done));
-  const cm = new MemoryClient({ baseUrl: `http://127.0.0.1:${port}`, retries: 2, retryBaseDelayMs: 1 });
+  const cm = new MemoryClient({
+    baseUrl: `http://127.0.0.1:${port}`,
+    retries: 2,
+    retryBaseDelayMs: 1,
+  });
   await assert.rejects(cm.retain("jane", "x"), (error: unknown) => {
     assert.ok(error instanceof UnavailableError);
     assert.match(error.message, /ECONNREFUSED/);
@@ -129,7 +150,10 @@ test("the caller's signal cancels the call and its retries", async () => {
   const controller = new AbortController();
   setTimeout(() => controller.abort(new Error("caller gave up")), 200);
   const started = performance.now();
-  await assert.rejects(cm.getMemory("jane", "m-1", { signal: controller.signal }), /caller gave up/);
+  await assert.rejects(
+    cm.getMemory("jane", "m-1", { signal: controller.signal }),
+    /caller gave up/,
+  );
   assert.ok(performance.now() - started < 2000);
   assert.equal(api.count(), 1);
 });
@@ -140,7 +164,11 @@ test("the key goes as a bearer token, with the actor", async () => {
     seen = req;
     answer(res, 200, RECORD);
   });
-  const cm = new MemoryClient({ baseUrl: `${api.url}/`, apiKey: "k-0123456789abcdef", actor: "billing-bot" });
+  const cm = new MemoryClient({
+    baseUrl: `${api.url}/`,
+    apiKey: "k-0123456789abcdef",
+    actor: "billing-bot",
+  });
   await cm.getMemory("jane", "m-1");
   assert.equal(seen?.headers.authorization, "Bearer k-0123456789abcdef");
   assert.equal(seen?.headers["x-cogsub-actor"], "billing-bot");
@@ -150,6 +178,12 @@ test("the key goes as a bearer token, with the actor", async () => {
 
 test("bad options name the option", () => {
   assert.throws(() => new MemoryClient({ baseUrl: "localhost:8470" }), /baseUrl: must be an http/);
-  assert.throws(() => new MemoryClient({ baseUrl: "http://x", timeoutMs: -1 }), /timeoutMs: must be a number/);
-  assert.throws(() => new MemoryClient({ baseUrl: "http://x", retries: Number.NaN }), /retries: must be a number/);
+  assert.throws(
+    () => new MemoryClient({ baseUrl: "http://x", timeoutMs: -1 }),
+    /timeoutMs: must be a number/,
+  );
+  assert.throws(
+    () => new MemoryClient({ baseUrl: "http://x", retries: Number.NaN }),
+    /retries: must be a number/,
+  );
 });

@@ -29,7 +29,10 @@ function cogsubBin(): string {
 
 function readApiFile(dataDir: string): { url: string; pid: number } | undefined {
   try {
-    const found = JSON.parse(readFileSync(join(dataDir, "api.json"), "utf8")) as { url?: unknown; pid?: unknown };
+    const found = JSON.parse(readFileSync(join(dataDir, "api.json"), "utf8")) as {
+      url?: unknown;
+      pid?: unknown;
+    };
     return typeof found.url === "string" && typeof found.pid === "number"
       ? { url: found.url, pid: found.pid }
       : undefined;
@@ -66,13 +69,18 @@ async function waitForApi(child: ChildProcess, dataDir: string, logPath: string)
     if (child.exitCode !== null) break;
     const found = readApiFile(dataDir);
     if (found !== undefined && found.pid === child.pid) {
-      const ready = await fetch(`${found.url}/readyz`).then((r) => r.ok, () => false);
+      const ready = await fetch(`${found.url}/readyz`).then(
+        (r) => r.ok,
+        () => false,
+      );
       if (ready) return found.url;
     }
     await pause(100);
   }
   const log = readFileSync(logPath, "utf8");
-  throw new Error(`cogsub run did not serve within ${START_TIMEOUT_MS} ms (exit ${child.exitCode}):\n${log}`);
+  throw new Error(
+    `cogsub run did not serve within ${START_TIMEOUT_MS} ms (exit ${child.exitCode}):\n${log}`,
+  );
 }
 
 /** Start the server; `env` adds settings (API keys...). */
