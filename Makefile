@@ -10,7 +10,7 @@ DISTRIBUTED_STAMP := $(VENV)/.distributed-stamp
 DEV_STAMP := $(VENV)/.dev-stamp
 BACKEND ?= embedded
 
-.PHONY: setup setup-distributed setup-dev run demo test test-fast test-all lint module-sizes typecheck format bench-ingest bench-recall bench-text-engines bench-adapters bench-round-read bench-decay bench-extraction bench-index-writes bench-consolidation bench-soak faults experiments clean up down
+.PHONY: setup setup-distributed setup-dev run demo test test-fast test-all lint module-sizes typecheck format bench-ingest bench-recall bench-text-engines bench-adapters bench-round-read bench-decay bench-extraction bench-index-writes bench-consolidation bench-list bench-soak faults experiments clean up down
 
 setup: $(STAMP)
 
@@ -136,6 +136,10 @@ bench-round-read: setup-dev
 
 bench-decay: setup-dev
 	$(BIN)/python -m benchmarks.decay_pass
+
+bench-list: setup-dev
+	mkdir -p .bench
+	$(BIN)/python -m benchmarks.listing --workdir .bench
 
 bench-extraction: setup-dev
 	$(BIN)/python -m benchmarks.extraction
