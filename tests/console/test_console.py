@@ -254,3 +254,34 @@ def _text_of(response: object) -> str:
         return str(response.text())  # type: ignore[attr-defined]
     except Exception:  # a redirect or aborted load has no body to read
         return ""
+
+
+def test_every_page_fits_a_phone_and_focus_is_visible_from_the_keyboard(
+    server: ConsoleServer, console: Console, unique_name: str
+) -> None:
+    bank = f"{unique_name}-phone"
+    with server.client() as api:
+        _retain(api, bank, "The on-call phone number rotates every Monday.", "world")
+    phone = console(server, viewport=PHONE)
+    for route in (
+        "#/banks",
+        f"#/memories/{bank}",
+        f"#/playground/{bank}?q=on-call",
+        "#/operations",
+        "#/keys",
+    ):
+        phone.open(route)
+        width = phone.page.evaluate("document.documentElement.scrollWidth")
+        assert width <= PHONE["width"], f"{route} is {width} px wide"
+    tab = console(server)
+    tab.open("#/banks")
+    # After each navigation the page's heading has focus; Tab goes on into the page.
+    assert tab.page.evaluate("document.activeElement.tagName") == "H1"
+    tab.page.keyboard.press("Tab")
+    focused = tab.page.evaluate(
+        "() => { const e = document.activeElement, s = getComputedStyle(e);"
+        " return [e.closest('main') !== null, e.tagName, s.outlineStyle,"
+        " parseFloat(s.outlineWidth)]; }"
+    )
+    assert focused[0] and focused[1] in ("A", "INPUT", "BUTTON", "SELECT"), focused
+    assert focused[2] != "none" and focused[3] >= 2, focused
