@@ -285,3 +285,16 @@ def test_every_page_fits_a_phone_and_focus_is_visible_from_the_keyboard(
     )
     assert focused[0] and focused[1] in ("A", "INPUT", "BUTTON", "SELECT"), focused
     assert focused[2] != "none" and focused[3] >= 2, focused
+
+
+def test_the_policy_stops_a_request_to_another_host_and_the_tests_see_it(
+    server: ConsoleServer, console: Console
+) -> None:
+    tab = console(server)
+    tab.open("#/banks")
+    # Another origin (a loopback port of nobody's): the policy refuses it before it is sent.
+    tab.page.evaluate("() => fetch('http://127.0.0.1:9/leak').catch(() => null)")
+    tab.page.wait_for_timeout(300)
+    assert any("Content Security Policy" in e for e in tab.recorded.errors), tab.recorded.errors
+    assert not [u for u in tab.recorded.requests if "127.0.0.1:9/" in u]
+    tab.recorded.errors.clear()  # seen and expected: the teardown checks the rest
