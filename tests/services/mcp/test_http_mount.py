@@ -35,6 +35,12 @@ async def test_the_unpinned_endpoint_lists_bank_tools_and_list_banks_to_a_key_of
     async with running_app(stack, banks) as app:
         async with _session(app, "/mcp", KEY_ALL) as session:
             tools = {tool.name: tool for tool in (await session.list_tools()).tools}
+            bank = banks[1]
+            arguments = {"bank_id": bank, "text": "No: staging first.", "wait": True}
+            succeeded(await session.call_tool("retain_correction", arguments))
+            page = succeeded(await session.call_tool("list_banks", {"limit": 1000}))
+            listed = {summary["bank_id"]: summary for summary in page["banks"]}
+            assert listed[bank]["counts"] == {"correction": 1} and listed[bank]["total"] == 1
         assert "list_banks" in tools and len(tools) == len(TOOLS)
         assert tools["recall"].input_schema["required"] == ["bank_id", "query"]
         assert "no, do it this way" in tools["retain_correction"].description
