@@ -23,12 +23,14 @@ from hypothesis import strategies as st
 
 from cogsub.core.errors import NotFoundError
 from cogsub.core.events import FactType
+from cogsub.core.listing import MemoryListFilters
 from cogsub.core.memory import FeedbackRequest, FeedbackSignal, RecallRequest, RetainRequest
 from cogsub.core.topics import EXPERIENCE_RAW_DLQ
 from cogsub.embeddings.hash import HashEmbedder
 from cogsub.index.opensearch import OpenSearchMemoryIndex
 from cogsub.index.ports import SearchFilters
 from cogsub.lifecycle.forget import Forgetting
+from cogsub.lifecycle.listing import MemoryBrowser
 from cogsub.recall import MemoryService
 from tests.fixtures.opensearch import OpenSearchEndpoint
 from tests.services.recall.stack import LiveStack, live_stack
@@ -198,6 +200,24 @@ async def check_reads_by_id(
     registry.count("foreign gets and feedbacks")
 
 
+async def check_listing(stack: LiveStack, registry: Registry, bank: str, limit: int) -> None:
+    """A walk of the bank's pages lists exactly what was retained into it, and nothing else."""
+    browser = MemoryBrowser(archive=stack.archive, index=stack.index)
+    own = registry.banks.get(bank, {})
+    seen: list[str] = []
+    cursor = None
+    while True:
+        page = await browser.memories(bank, MemoryListFilters(cursor=cursor, limit=limit))
+        for record in page.memories:
+            assert record.bank_id == bank and record.id in own, f"{bank} listed {record.id}"
+            assert record.object_storage_key == own[record.id].object_storage_key
+        seen += [record.id for record in page.memories]
+        if (cursor := page.next_cursor) is None:
+            break
+    assert sorted(seen) == sorted(own)
+    registry.count("listings")
+
+
 # -- a seeded corpus, built once, probed by many hypothesis queries ----------------------------
 
 
@@ -255,6 +275,8 @@ async def test_recall_get_and_feedback_never_cross_banks(
     every_id = sorted(i for kept in corpus.registry.banks.values() for i in kept)
     memory_id = data.draw(st.sampled_from(every_id), label="memory_id")
     await check_reads_by_id(corpus.service, corpus.stack, corpus.registry, bank, memory_id)
+    limit = data.draw(st.integers(min_value=1, max_value=20), label="page limit")
+    await check_listing(corpus.stack, corpus.registry, bank, limit)
 
 
 # -- random corpora: banks, ids, texts, tags and types all drawn by hypothesis -------------------
