@@ -5,8 +5,10 @@ process (``MemoryClient.embedded(data_dir)``), and return the core models.
 Importing this package never imports the services.
 """
 
+from cogsub.core.context import Answer, ContextBlock
 from cogsub.core.errors import (
     AuthenticationError,
+    NotConfiguredError,
     PermissionDeniedError,
     RejectedConflictError,
     RejectedError,
@@ -27,9 +29,11 @@ from cogsub.sdk._base import ForgetBankResult, ForgetResult, ImportResult
 from cogsub.sdk.client import AsyncMemoryClient, MemoryClient
 
 __all__ = [
+    "Answer",
     "AsyncMemoryClient",
     "AuthenticationError",
     "ConsolidationReport",
+    "ContextBlock",
     "FeedbackResult",
     "ForgetBankResult",
     "ForgetResult",
@@ -37,6 +41,7 @@ __all__ = [
     "MemoryClient",
     "MemoryHit",
     "MemoryRecord",
+    "NotConfiguredError",
     "PermissionDeniedError",
     "RecallResponse",
     "RejectedConflictError",

@@ -10,9 +10,11 @@ import cogsub.sdk
 
 def test_public_names_are_pinned_and_sorted() -> None:
     assert cogsub.sdk.__all__ == [
+        "Answer",
         "AsyncMemoryClient",
         "AuthenticationError",
         "ConsolidationReport",
+        "ContextBlock",
         "FeedbackResult",
         "ForgetBankResult",
         "ForgetResult",
@@ -20,6 +22,7 @@ def test_public_names_are_pinned_and_sorted() -> None:
         "MemoryClient",
         "MemoryHit",
         "MemoryRecord",
+        "NotConfiguredError",
         "PermissionDeniedError",
         "RecallResponse",
         "RejectedConflictError",
