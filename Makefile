@@ -72,8 +72,10 @@ test-ts: setup-dev
 
 # Debian's chromium, which the console's Playwright tests drive (Playwright downloads nothing).
 .PHONY: setup-browser console-screenshots
+# A CI image's own build (chromium-browser, Chrome) serves as well; apt needs root (sudo if not).
 setup-browser:
-	command -v chromium >/dev/null || (apt-get update -qq && apt-get install -y -qq chromium)
+	command -v chromium >/dev/null || command -v chromium-browser >/dev/null || command -v google-chrome >/dev/null || \
+	  ($(if $(filter 0,$(shell id -u)),,sudo) apt-get update -qq && $(if $(filter 0,$(shell id -u)),,sudo) apt-get install -y -qq chromium)
 
 # docs/console/*.png, taken by the console's browser tests themselves.
 console-screenshots: setup-dev setup-browser

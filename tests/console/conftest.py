@@ -26,7 +26,8 @@ from urllib.parse import urlsplit
 import httpx
 import pytest
 
-CHROMIUM = os.environ.get("COGSUB_TEST_CHROMIUM", "/usr/bin/chromium")
+# Debian's chromium first; a CI image may name its build chromium-browser or ship Chrome.
+BROWSER_NAMES = ("chromium", "chromium-browser", "google-chrome")
 LAUNCH_ARGS = [
     "--headless",
     "--no-sandbox",
@@ -43,9 +44,18 @@ DESKTOP = {"width": 1280, "height": 800}
 PHONE = {"width": 390, "height": 844}
 
 
+def _chromium() -> str | None:
+    """The system browser: ``COGSUB_TEST_CHROMIUM``, else the first of BROWSER_NAMES found."""
+    named = os.environ.get("COGSUB_TEST_CHROMIUM")
+    if named:
+        return shutil.which(named)
+    return next((found for name in BROWSER_NAMES if (found := shutil.which(name))), None)
+
+
 def _browser_missing() -> str | None:
-    if shutil.which(CHROMIUM) is None:
-        return f"no chromium at {CHROMIUM} (make setup-browser installs it)"
+    if _chromium() is None:
+        wanted = os.environ.get("COGSUB_TEST_CHROMIUM") or " / ".join(BROWSER_NAMES)
+        return f"no browser found ({wanted}); make setup-browser installs chromium"
     try:
         import playwright.sync_api  # noqa: F401
     except ImportError:
@@ -65,7 +75,7 @@ def browser() -> Iterator[Any]:
     from playwright.sync_api import sync_playwright
 
     with sync_playwright() as driver:
-        launched = driver.chromium.launch(executable_path=CHROMIUM, args=LAUNCH_ARGS)
+        launched = driver.chromium.launch(executable_path=_chromium(), args=LAUNCH_ARGS)
         try:
             yield launched
         finally:
