@@ -10,8 +10,9 @@ share every call.
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Iterable, Mapping
+from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass
-from typing import Any, Generic, TypeVar
+from typing import Any, Generic, Protocol, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError, create_model
 
@@ -155,3 +156,19 @@ def _problems(exc: ValidationError) -> list[FieldProblem]:
         FieldProblem(".".join(str(part) for part in error["loc"]) or "(arguments)", error["msg"])
         for error in exc.errors(include_url=False)
     ]
+
+
+class Callers(Protocol):
+    """Who is calling: the bank the server is pinned to, and a client acting for the caller."""
+
+    def pinned_bank(self, request: Any | None) -> str | None:
+        """The bank every tool uses, or None when each call names its ``bank_id``."""
+        ...
+
+    def several_banks(self, request: Any | None) -> bool:
+        """Whether the caller may use more than one bank (``list_banks`` is offered then)."""
+        ...
+
+    def client(self, request: Any | None) -> AbstractAsyncContextManager[AsyncMemoryClient]:
+        """A client calling the API as this caller, for one tool call."""
+        ...

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import AsyncIterator
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import httpx
 from fastapi import FastAPI
@@ -28,10 +28,10 @@ from starlette.types import Receive, Scope, Send
 from cogsub.api.auth import ALL_BANKS, ApiKeys, authorize_operator
 from cogsub.api.errors import error_response
 from cogsub.core.errors import AuthenticationError, PermissionDeniedError
-from cogsub.mcp._server import build_server
 from cogsub.sdk import AsyncMemoryClient
-from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
-from mcp.server.transport_security import TransportSecuritySettings
+
+if TYPE_CHECKING:
+    from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
 
 MCP_PATH = "/mcp"
 PINNED_PATH = "/mcp/{bank_id}"
@@ -81,13 +81,12 @@ class InProcessCallers:
 class _Endpoint:
     """The ASGI endpoint of both paths: refuses an unknown key, then hands over to MCP."""
 
-    def __init__(self, manager: StreamableHTTPSessionManager, keys: ApiKeys | None) -> None:
-        self.manager = manager
+    def __init__(self, keys: ApiKeys | None) -> None:
         self.keys = keys
-        self.running = False
+        self.manager: StreamableHTTPSessionManager | None = None  # set while the app runs
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if not self.running:
+        if self.manager is None:
             response = error_response(
                 503, "unavailable", "the MCP endpoint is not running (the app's lifespan is off)"
             )
@@ -105,26 +104,39 @@ class _Endpoint:
         await self.manager.handle_request(scope, receive, send)
 
 
-def mount_mcp(app: FastAPI, *, keys: ApiKeys | None) -> None:
-    """Serve the memory tools over streamable HTTP at ``/mcp`` and ``/mcp/{bank_id}``."""
-    manager = StreamableHTTPSessionManager(
+def session_manager(app: FastAPI, keys: ApiKeys | None) -> StreamableHTTPSessionManager:
+    """A session manager of the memory tools calling back into ``app`` (loads the MCP SDK)."""
+    from cogsub.mcp._server import build_server
+    from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
+    from mcp.server.transport_security import TransportSecuritySettings
+
+    return StreamableHTTPSessionManager(
         app=build_server(InProcessCallers(app, keys)),
         stateless=True,
         json_response=True,
         security_settings=TransportSecuritySettings(enable_dns_rebinding_protection=False),
     )
-    endpoint = _Endpoint(manager, keys)
+
+
+def mount_mcp(app: FastAPI, *, keys: ApiKeys | None) -> None:
+    """Serve the memory tools over streamable HTTP at ``/mcp`` and ``/mcp/{bank_id}``.
+
+    The MCP SDK loads, and its session manager runs, only while the app's lifespan
+    does: an app reached in-process (the embedded SDK client) never pays for it.
+    """
+    endpoint = _Endpoint(keys)
     app.router.routes.append(Route(MCP_PATH, endpoint, include_in_schema=False))
     app.router.routes.append(Route(PINNED_PATH, endpoint, include_in_schema=False))
     outer = app.router.lifespan_context
 
     @contextlib.asynccontextmanager
     async def lifespan(running_app: Any) -> AsyncIterator[Any]:
+        manager = session_manager(app, keys)  # one per run: a manager runs only once
         async with outer(running_app) as state, manager.run():
-            endpoint.running = True
+            endpoint.manager = manager
             try:
                 yield state
             finally:
-                endpoint.running = False
+                endpoint.manager = None
 
     app.router.lifespan_context = lifespan

@@ -11,8 +11,7 @@ error with the API's error body, never as a failed request or a dead server.
 from __future__ import annotations
 
 import traceback
-from contextlib import AbstractAsyncContextManager
-from typing import Any, Protocol
+from typing import Any
 
 import mcp_types as types
 import structlog
@@ -21,9 +20,8 @@ from pydantic import BaseModel
 from cogsub.api.errors import _BY_CLASS as API_ERRORS  # the API's own names
 from cogsub.core.context import ContextBlock, ContextFormat
 from cogsub.core.errors import CogsubError, InvalidInputError
-from cogsub.mcp._catalog import input_schema, parse_call
+from cogsub.mcp._catalog import Callers, input_schema, parse_call
 from cogsub.mcp._tools import TOOLS_BY_NAME, offered
-from cogsub.sdk import AsyncMemoryClient
 from mcp.server.context import ServerRequestContext
 from mcp.server.lowlevel import Server
 
@@ -35,22 +33,6 @@ INSTRUCTIONS = (
     "do it this way', a procedure after a task went right, a preference for a standing rule."
 )
 log = structlog.get_logger("cogsub.mcp")
-
-
-class Callers(Protocol):
-    """Who is calling: the bank the server is pinned to, and a client acting for the caller."""
-
-    def pinned_bank(self, request: Any | None) -> str | None:
-        """The bank every tool uses, or None when each call names its ``bank_id``."""
-        ...
-
-    def several_banks(self, request: Any | None) -> bool:
-        """Whether the caller may use more than one bank (``list_banks`` is offered then)."""
-        ...
-
-    def client(self, request: Any | None) -> AbstractAsyncContextManager[AsyncMemoryClient]:
-        """A client calling the API as this caller, for one tool call."""
-        ...
 
 
 def error_type(exc: CogsubError) -> str:
