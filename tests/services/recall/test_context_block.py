@@ -196,7 +196,16 @@ def test_the_block_counts_tokens_as_recall_does(text: str) -> None:
 
 # Hypothesis: any ranking of any sizes under any budget.
 _TYPES = st.sampled_from([None, *FactType])
-_TEXT = st.text(st.characters(codec="utf-8", exclude_categories=["Cs"]), min_size=1, max_size=600)
+_CHARS = st.characters(codec="utf-8", exclude_categories=["Cs"])
+# Mostly sentences, now and then a memory of thousands of characters (cheap to draw).
+_TEXT = st.one_of(
+    st.text(_CHARS, min_size=1, max_size=600),
+    st.builds(
+        lambda word, times: word * times,
+        st.text(_CHARS, min_size=1, max_size=8),
+        st.integers(100, 1_000),
+    ),
+)
 
 
 @st.composite
