@@ -230,13 +230,66 @@ function operationTable(document: OpenApiDocument): string {
   });
   const values = found.map(({ id, method, path, operation }) => {
     const rules = pathRules(operation.parameters ?? []);
-    return `  ${propertyKey(id)}: { method: ${JSON.stringify(method)}, path: ${JSON.stringify(path)}, pathParams: ${rules} },`;
+    const ref = jsonSchemaOf(operation.requestBody?.content)?.$ref;
+    const body = JSON.stringify(ref === undefined ? null : refName(ref));
+    return `  ${propertyKey(id)}: { method: ${JSON.stringify(method)}, path: ${JSON.stringify(path)}, body: ${body}, pathParams: ${rules} },`;
   });
   return [
     "/** Every operation of the API by its operationId: where it listens, what it takes and answers. */",
     `export interface Operations {\n${types.join("\n")}\n}\n`,
-    "/** The method, path and path-parameter rules of each operation, as the document states them. */",
+    "/** Each operation's method, path, body schema and path-parameter rules, as the document states them. */",
     `export const OPERATIONS = {\n${values.join("\n")}\n} as const;\n`,
+  ].join("\n");
+}
+
+// What src/schema.ts checks a body with; titles, descriptions and defaults only make it longer.
+const VALIDATION_KEYWORDS = new Set([
+  "$ref",
+  "type",
+  "enum",
+  "const",
+  "anyOf",
+  "items",
+  "properties",
+  "required",
+  "additionalProperties",
+  "minLength",
+  "maxLength",
+  "minItems",
+  "maxItems",
+  "minimum",
+  "maximum",
+  "pattern",
+]);
+
+/** `schema` with only its validation keywords, at every depth, keys sorted. */
+export function validationSchema(schema: unknown): unknown {
+  if (Array.isArray(schema)) return schema.map(validationSchema);
+  if (typeof schema !== "object" || schema === null) return schema;
+  const kept: Record<string, unknown> = {};
+  for (const key of Object.keys(schema).sort()) {
+    const value = (schema as Record<string, unknown>)[key];
+    if (key === "properties") {
+      const properties = value as Record<string, unknown>;
+      kept[key] = Object.fromEntries(
+        Object.keys(properties)
+          .sort()
+          .map((name) => [name, validationSchema(properties[name])]),
+      );
+    } else if (VALIDATION_KEYWORDS.has(key)) {
+      kept[key] = validationSchema(value);
+    }
+  }
+  return kept;
+}
+
+function schemaTable(schemas: Record<string, Schema>): string {
+  const entries = Object.keys(schemas)
+    .sort()
+    .map((name) => `  ${propertyKey(name)}: ${JSON.stringify(validationSchema(schemas[name]))},`);
+  return [
+    "/** Every component schema's validation rules: what src/schema.ts checks request bodies with. */",
+    `export const SCHEMAS: Schemas = {\n${entries.join("\n")}\n};\n`,
   ].join("\n");
 }
 
@@ -250,9 +303,11 @@ export function generate(document: OpenApiDocument): string {
     "// Generated from openapi.json by scripts/generate-types.ts: do not edit by hand.",
     "// Regenerate with `npm run generate` after `python -m scripts.dump_openapi > openapi.json`.",
     "/* eslint-disable */",
+    'import type { Schemas } from "./schema.js";',
     "",
     declarations.join("\n"),
     operationTable(document),
+    schemaTable(schemas),
   ].join("\n");
 }
 

@@ -21,7 +21,8 @@ import type {
   RecallResponse,
   RetainResult,
 } from "./generated.js";
-import { OPERATIONS } from "./generated.js";
+import { OPERATIONS, SCHEMAS } from "./generated.js";
+import { bodyProblems } from "./schema.js";
 import {
   type Answer,
   type Body,
@@ -210,6 +211,14 @@ export class MemoryClient {
   }
 
   protected async send<K extends OperationId>(id: K, request: Send<K>): Promise<Answer<K>> {
+    const schema: string | null = OPERATIONS[id].body;
+    if (schema !== null && request.json !== undefined) {
+      const problems = bodyProblems(schema, request.json, SCHEMAS);
+      if (problems.length > 0) {
+        const message = problems.map((p) => `${p.field}: ${p.rule}`).join("; ");
+        throw new InvalidInputError(message, { problems });
+      }
+    }
     return this.transport.json<Answer<K>>({
       method: operationMethod(id),
       path: pathOf(id, request.params),

@@ -404,17 +404,29 @@ describe("errors are the API's, as classes", () => {
     await assert.rejects(refused.retainProcedure("ok", []), /steps: must have at least one step/);
   });
 
-  test("a field the server refuses comes back as InvalidInputError naming it", async () => {
-    await assert.rejects(cm.recall(freshBank(), "x", { k: 0 }), (error: unknown) => {
-      assert.ok(error instanceof InvalidInputError);
-      assert.equal(error.status, 422);
-      assert.equal(error.type, "invalid_input");
-      assert.ok(
-        error.problems.some((p) => p.field === "k"),
-        JSON.stringify(error.problems),
-      );
+  test("a field the schema refuses is refused before sending, naming it", async () => {
+    const nowhere = new MemoryClient({ baseUrl: "http://127.0.0.1:9", retries: 0 });
+    await assert.rejects(nowhere.recall("jane", "x", { k: 0 }), (error: unknown) => {
+      assert.ok(error instanceof InvalidInputError && error.status === undefined);
+      assert.deepEqual(error.problems, [{ field: "k", rule: "must be at least 1" }]);
       return true;
     });
+  });
+
+  test("a field only the server can judge comes back as InvalidInputError naming it", async () => {
+    await assert.rejects(
+      cm.recall(freshBank(), "x", { since: "last tuesday" }),
+      (error: unknown) => {
+        assert.ok(error instanceof InvalidInputError);
+        assert.equal(error.status, 422);
+        assert.equal(error.type, "invalid_input");
+        assert.ok(
+          error.problems.some((p) => p.field === "since"),
+          JSON.stringify(error.problems),
+        );
+        return true;
+      },
+    );
   });
 
   test("no key is AuthenticationError; another bank's key is PermissionDeniedError", async () => {
