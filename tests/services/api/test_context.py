@@ -176,3 +176,22 @@ def test_the_sdk_calls_the_route_and_reads_its_response_model(operation: str) ->
     assert route.methods == {call.method}
     assert route.path.format(bank_id="jane") == call.path
     assert call.result is route.response_model
+
+
+async def test_an_unusable_model_answer_is_503_naming_the_rule(
+    stack: LiveStack, unique_name: str, chat_server: ChatServer
+) -> None:
+    settings = ChatSettings(base_url=chat_server.api_url, model="m", timeout_s=5, max_attempts=1)
+    app = create_app(
+        service=stack.service,
+        auth=None,
+        limits=ApiLimits(max_body_bytes=65_536, readiness_timeout_s=1.0),
+        answerer=ChatAnswerer(settings),
+    )
+    await chat_server.reply("Deploy with make, I think.")
+    async with httpx.AsyncClient(
+        transport=httpx.ASGITransport(app=app), base_url="http://a"
+    ) as api:
+        response = await api.post(f"/v1/banks/{unique_name}/answer", json={"question": "how?"})
+    error = assert_error(response, 503, "unavailable")
+    assert "not valid JSON" in error["message"] and response.headers["Retry-After"] == "1"
