@@ -1,7 +1,8 @@
 """The MCP server over the tool set, whichever transport carries it.
 
-A ``Callers`` answers two questions per request: which bank the server is
-pinned to (if any) and which client calls the API for this caller. Over stdio
+A ``Callers`` (``_catalog``) answers per request which bank the server is pinned
+to (if any), whether the caller may use several banks, and which client calls
+the API for this caller. Over stdio
 that is one client for the process; over HTTP it is a client carrying the
 caller's own key (see ``_http``). Anything a tool raises that the project
 names (bad arguments, a refused key, a missing memory) comes back as a tool
