@@ -59,9 +59,9 @@ def novelty(age_turns: int | None, *, decay: float) -> float:
     return 1.0 - decay ** max(0, age_turns)
 
 
-@dataclass(frozen=True)
+@dataclass(eq=False)  # not frozen: a frozen init was a third of ranking ~230 candidates
 class Scored:
-    """A candidate, its signals and the weighted sum of them (``final``)."""
+    """A candidate, its signals and the weighted sum of them (``final``); never changed."""
 
     candidate: Candidate
     signals: Mapping[str, float]
@@ -131,10 +131,12 @@ def rank(
     weights = policy.weights()
     columns = _signal_columns(candidates, policy, now, novelty_ages or {}, prefer_observations)
     finals = _weighted_sums(columns, weights)
-    names = list(columns)
+    names = tuple(columns)
     scored = [
         Scored(c, dict(zip(names, values, strict=True)), weights, final)
-        for c, final, *values in zip(candidates, finals, *columns.values(), strict=True)
+        for c, final, values in zip(
+            candidates, finals, zip(*columns.values(), strict=True), strict=True
+        )
     ]
     ordered = sorted(
         scored, key=lambda s: (-s.final, -s.candidate.fused, s.candidate.document.event_id)
