@@ -298,3 +298,27 @@ def test_the_policy_stops_a_request_to_another_host_and_the_tests_see_it(
     assert any("Content Security Policy" in e for e in tab.recorded.errors), tab.recorded.errors
     assert not [u for u in tab.recorded.requests if "127.0.0.1:9/" in u]
     tab.recorded.errors.clear()  # seen and expected: the teardown checks the rest
+
+
+def test_memories_come_a_page_at_a_time_and_filter_by_tag_and_time(
+    server: ConsoleServer, console: Console, unique_name: str
+) -> None:
+    bank = f"{unique_name}-pages"
+    with server.client() as api:
+        for n in range(27):
+            tags = ["even"] if n % 2 == 0 else []
+            _retain(api, bank, f"Ticket {n} was closed.", "experience", tags=tags)
+    tab = console(server)
+    tab.open(f"#/memories/{bank}")
+    first = tab.page.locator("#memories tbody tr").all_inner_texts()
+    assert len(first) == 25 and "Ticket 26 was closed." in first[0]  # newest first
+    tab.rendered_after(lambda: tab.page.get_by_role("link", name="Next page").click())
+    rest = tab.page.locator("#memories tbody tr").all_inner_texts()
+    assert [r.split("\t")[2] for r in rest] == ["Ticket 1 was closed.", "Ticket 0 was closed."]
+    tab.open(f"#/memories/{bank}")
+    tab.page.fill("input[name=tags]", "even")
+    tab.rendered_after(lambda: tab.page.press("input[name=tags]", "Enter"))
+    assert tab.page.locator("#memories tbody tr").count() == 14
+    tab.page.fill("input[name=since]", "2099-01-01T00:00")
+    tab.rendered_after(lambda: tab.page.press("input[name=tags]", "Enter"))
+    assert tab.page.locator("#no-memories").count() == 1
