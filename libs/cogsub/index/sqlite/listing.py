@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import sqlite3
 from collections.abc import Collection
+from dataclasses import replace
 
 from cogsub.core.derived import SUPERSEDED_BY_TAG
 from cogsub.core.documents import IndexDocument
@@ -25,8 +26,12 @@ _LIVE = (
     "NOT EXISTS (SELECT 1 FROM json_each(d.tags) AS tag"
     f" WHERE substr(tag.value, 1, {len(SUPERSEDED_BY_TAG)}) = '{SUPERSEDED_BY_TAG}')"
 )
-_AFTER = "(d.ts_us < ? OR d.ts_us = ? AND d.event_id < ?)"
+# A row value, not ``ts < ? OR ts = ? AND id < ?``: SQLite seeks the index to a row value
+# and would scan from the bank's newest to the cursor for the OR (7 ms against 0.05 ms
+# 5,000 memories deep).
+_AFTER = "(d.ts_us, d.event_id) < (?, ?)"
 _NEWEST_FIRST = "d.ts_us DESC, d.event_id DESC"
+_BY_TYPE = ("documents_newest_by_type", " AND d.fact_type = ?")
 
 
 def newest_page(
@@ -36,19 +41,28 @@ def newest_page(
     after: ListingKey | None,
     include_superseded: bool,
 ) -> list[IndexDocument]:
-    where, params = filter_sql(filters)
+    # One lane per asked type, each read from the by-type index and merged here: a
+    # single walk of the bank skipping other types read ~4 rows per one kept.
+    lanes: list[FactType | None] = [None]
+    if filters.fact_types is not None:
+        lanes = [*sorted(filters.fact_types)]
+    where, params = filter_sql(replace(filters, fact_types=None))
     if after is not None:
         at_us = timestamp_us(after.timestamp)
         where += f" AND {_AFTER}"
-        params += [at_us, at_us, after.event_id]
+        params += [at_us, after.event_id]
     if not include_superseded:
         where += f" AND {_LIVE}"
-    rows = conn.execute(
-        f"SELECT d.body FROM documents AS d INDEXED BY documents_newest_first WHERE {where}"  # noqa: S608 - clauses are ours
-        f" ORDER BY {_NEWEST_FIRST} LIMIT ?",
-        (*params, size),
-    ).fetchall()
-    return [_without_embedding(body) for (body,) in rows]
+    found: list[tuple[int, str, str]] = []
+    for lane in lanes:
+        index, typed = ("documents_newest_first", "") if lane is None else _BY_TYPE
+        found += conn.execute(
+            f"SELECT d.ts_us, d.event_id, d.body FROM documents AS d INDEXED BY {index}"  # noqa: S608 - clauses are ours
+            f" WHERE {where}{typed} ORDER BY {_NEWEST_FIRST} LIMIT ?",
+            (*params, *([] if lane is None else [lane.value]), size),
+        ).fetchall()
+    found.sort(key=lambda row: (row[0], row[1]), reverse=True)
+    return [_without_embedding(body) for _, _, body in found[:size]]
 
 
 def bank_counts(

@@ -63,6 +63,9 @@ CREATE INDEX IF NOT EXISTS documents_in_replay_order ON documents (
 -- A bank newest first (``list_newest``): a page seeks to its (ts_us, event_id) cursor and
 -- reads on, never sorting the bank. Created on open, so older files gain it too.
 CREATE INDEX IF NOT EXISTS documents_newest_first ON documents (bank_id, ts_us, event_id);
+-- The same per fact type: a page of one type seeks to it instead of skipping the others.
+CREATE INDEX IF NOT EXISTS documents_newest_by_type
+    ON documents (bank_id, fact_type, ts_us, event_id);
 -- The turns around a hit (``neighbours``); an expression index, so no column to migrate.
 CREATE INDEX IF NOT EXISTS documents_by_session
     ON documents (bank_id, json_extract(body, '$.session_id'), ts_us, event_id);
