@@ -211,6 +211,7 @@ export class MemoryClient {
   }
 
   protected async send<K extends OperationId>(id: K, request: Send<K>): Promise<Answer<K>> {
+    const path = pathOf(id, request.params); // the ids first, as the server checks them first
     const schema: string | null = OPERATIONS[id].body;
     if (schema !== null && request.json !== undefined) {
       const problems = bodyProblems(schema, request.json, SCHEMAS);
@@ -221,7 +222,7 @@ export class MemoryClient {
     }
     return this.transport.json<Answer<K>>({
       method: operationMethod(id),
-      path: pathOf(id, request.params),
+      path,
       json: request.json,
       query: request.query,
       idempotent: request.idempotent,

@@ -5,6 +5,7 @@
 import assert from "node:assert/strict";
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from "node:http";
 import type { AddressInfo } from "node:net";
+import { inspect } from "node:util";
 import { after, test } from "node:test";
 
 import { CogsubError, MemoryClient, UnavailableError } from "../src/index.js";
@@ -174,6 +175,7 @@ test("the key goes as a bearer token, with the actor", async () => {
   assert.equal(seen?.headers["x-cogsub-actor"], "billing-bot");
   assert.equal(seen?.url, "/v1/banks/jane/memories/m-1");
   assert.equal(String(cm), `MemoryClient(${api.url})`);
+  assert.ok(!inspect(cm, { showHidden: true, depth: 10 }).includes("k-0123456789abcdef"));
 });
 
 test("bad options name the option", () => {
