@@ -318,6 +318,24 @@ describe("listing, history and update", () => {
     assert.equal(lineage.versions.find((v) => v.current)?.memory_id, next.memory_id);
   });
 
+  test("history traces a preference back to the correction it was distilled from", async () => {
+    const bank = freshBank();
+    const correction = await cm.retainCorrection(
+      bank,
+      "No — for day-planning use my personal Gmail, never the work mail.",
+      { wait: true },
+    );
+    const round = await cm.consolidate(bank);
+    const [preference] = round.preferences ?? [];
+    assert.ok(preference, `the round distilled a preference: ${JSON.stringify(round)}`);
+    const lineage = await cm.history(bank, preference);
+    assert.equal(lineage.memory.fact_type, "preference");
+    assert.deepEqual(
+      lineage.corrections.map((c) => [c.memory_id, c.relation]),
+      [[correction.memory_id, "correction"]],
+    );
+  });
+
   test("history traces a procedure v1 -> v2", async () => {
     const bank = freshBank();
     const v1 = await cm.retainProcedure(bank, ["restart the pod"], { wait: true });
