@@ -36,7 +36,7 @@ from cogsub.index.ports import (
 )
 from cogsub.index.sqlite import listing, reads, rows, text
 from cogsub.index.sqlite.connections import WAL_CHECKPOINT_PAGES, Connections
-from cogsub.index.sqlite.recall import RecallAsk, gather
+from cogsub.index.sqlite.recall import DecodedRows, RecallAsk, gather
 from cogsub.index.sqlite.vectors import VectorCache, one_blas_thread, unit
 from cogsub.index.text_query import query_terms
 
@@ -81,6 +81,7 @@ class SqliteMemoryIndex:
         self._vectors: VectorCache | None = None
         self._vectors_lock = threading.Lock()
         self._data_version = -1
+        self._decoded = DecodedRows()  # recall's documents by row version
         one_blas_thread()
 
     @property
@@ -313,6 +314,7 @@ class SqliteMemoryIndex:
         if done.seq is not None:
             self._after_write(done.seq, done.apply)
         if done.erased:
+            self._decoded.clear()  # no forgotten text stays in memory either
             self._db.truncate_wal(conn)
         return done.answer
 
@@ -360,7 +362,7 @@ class SqliteMemoryIndex:
             ranked = (
                 [] if vectors is None else vectors.search(ask.query, ask.filters, ask.vector_pool)
             )
-        found = gather(conn, ask, ranked)
+        found = gather(conn, ask, ranked, self._decoded)
         newest: dict[str, int] = {}
         if versions and vectors is not None:
             docs = [h.document for h in (*found.text, *found.vector)] + found.neighbours

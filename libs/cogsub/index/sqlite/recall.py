@@ -12,7 +12,9 @@ from __future__ import annotations
 
 import json
 import sqlite3
-from collections.abc import Sequence
+import threading
+import time
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -24,7 +26,13 @@ from cogsub.index.sqlite.reads import neighbour_doc_ids
 from cogsub.index.sqlite.text import rank_text
 from cogsub.sqlite_support import transaction
 
-__all__ = ["Gathered", "RecallAsk", "gather"]
+__all__ = ["DecodedRows", "Gathered", "RecallAsk", "gather"]
+
+#: Decoded documents kept: a recall reads ~250, so a few banks' worth of recalls (~1.5 KB each).
+DECODED_ROWS = 8_192
+#: Seconds a decoded document is kept at most: how long a text forgotten by another
+#: process may stay in this one's memory (a forget here empties the cache at once).
+DECODED_MAX_AGE_S = 300.0
 
 
 @dataclass(frozen=True)
@@ -49,29 +57,78 @@ class Gathered:
     embeddings: Embeddings
 
 
+class DecodedRows:
+    """Documents recall decoded, kept by row for as long as the row is unchanged.
+
+    A bank's recalls keep meeting the same rows (the LoCoMo banks: ~250 of ~400 each
+    time), and decoding a body was a fifth of a recall's time holding the GIL. An entry
+    is the row's ``seq`` and its document: any write gives the row a new ``seq``, so a
+    changed row is decoded again. Bounded in entries (oldest first out) and in age, and
+    emptied by the facade whenever a write erased rows, so no forgotten text stays here.
+    Documents are shared between recalls: nobody changes a returned document.
+    """
+
+    def __init__(
+        self,
+        max_rows: int = DECODED_ROWS,
+        max_age_s: float = DECODED_MAX_AGE_S,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self._rows: dict[int, tuple[int, float, IndexDocument]] = {}
+        self._max_rows = max_rows
+        self._max_age_s = max_age_s
+        self._clock = clock
+        self._lock = threading.Lock()  # two reader threads decode at once
+
+    def __len__(self) -> int:
+        return len(self._rows)
+
+    def document(self, doc_id: int, seq: int, body: str) -> IndexDocument:
+        """The document of row ``doc_id`` as written at ``seq`` (its ``body``)."""
+        now = self._clock()
+        kept = self._rows.get(doc_id)
+        if kept is not None and kept[0] == seq and now - kept[1] <= self._max_age_s:
+            return kept[2]
+        document = _bare(body)
+        with self._lock:
+            self._rows.pop(doc_id, None)  # a new entry goes to the back of the line
+            while len(self._rows) >= self._max_rows:
+                del self._rows[next(iter(self._rows))]
+            self._rows[doc_id] = (seq, now, document)
+        return document
+
+    def clear(self) -> None:
+        with self._lock:
+            self._rows.clear()
+
+
 def gather(
-    conn: sqlite3.Connection, ask: RecallAsk, vector_ranked: Sequence[tuple[int, float]]
+    conn: sqlite3.Connection,
+    ask: RecallAsk,
+    vector_ranked: Sequence[tuple[int, float]],
+    decoded: DecodedRows | None = None,
 ) -> Gathered:
     """Text hits, the vector hits ``vector_ranked`` names and their neighbours, in one snapshot."""
     bank = ask.filters.bank_id
     dimension = ask.query.shape[0]
+    rows = decoded if decoded is not None else DecodedRows(max_rows=1)
     with transaction(conn, write=False):
         text_ranked = (
             rank_text(conn, ask.terms, ask.filters, ask.text_pool)
             if ask.terms and ask.text_pool
             else []
         )
-        found = _by_doc_id(conn, [d for d, _ in (*text_ranked, *vector_ranked)], bank)
+        found = _by_doc_id(conn, [d for d, _ in (*text_ranked, *vector_ranked)], bank, rows)
         text = [Hit(found[d][0], s) for d, s in text_ranked if d in found]
         vector = [Hit(found[d][0], s) for d, s in vector_ranked if d in found]
-        near = _neighbours(conn, ask, text, vector)
+        near = _neighbours(conn, ask, text, vector, rows)
     documents = {doc.event_id: blob for doc, blob in found.values()}
     documents.update((doc.event_id, blob) for doc, blob in near)
     return Gathered(text, vector, [doc for doc, _ in near], _matrix(documents, dimension))
 
 
 def _neighbours(
-    conn: sqlite3.Connection, ask: RecallAsk, text: list[Hit], vector: list[Hit]
+    conn: sqlite3.Connection, ask: RecallAsk, text: list[Hit], vector: list[Hit], rows: DecodedRows
 ) -> list[tuple[IndexDocument, bytes]]:
     window = ask.window
     if window is None or window.anchors_each <= 0 or window.each_side <= 0:
@@ -84,22 +141,22 @@ def _neighbours(
     skip = {h.document.event_id for h in (*text, *vector)}
     window_us = None if window.within_s is None else int(window.within_s * 1_000_000)
     ids = neighbour_doc_ids(conn, ask.filters, placed, window.each_side, window_us, skip)
-    found = _by_doc_id(conn, ids, ask.filters.bank_id)
+    found = _by_doc_id(conn, ids, ask.filters.bank_id, rows)
     return [found[doc_id] for doc_id in ids if doc_id in found]
 
 
 def _by_doc_id(
-    conn: sqlite3.Connection, doc_ids: list[int], bank_id: str
+    conn: sqlite3.Connection, doc_ids: list[int], bank_id: str, decoded: DecodedRows
 ) -> dict[int, tuple[IndexDocument, bytes]]:
     """Each listed row of ``bank_id`` once, decoded without its vector."""
     if not doc_ids:
         return {}
     rows = conn.execute(
-        "SELECT doc_id, body, embedding FROM documents"
+        "SELECT doc_id, seq, body, embedding FROM documents"
         " WHERE doc_id IN (SELECT value FROM json_each(?)) AND bank_id = ?",
         (json.dumps(list(dict.fromkeys(doc_ids))), bank_id),
     ).fetchall()
-    return {doc_id: (_bare(body), blob) for doc_id, body, blob in rows}
+    return {doc_id: (decoded.document(doc_id, seq, body), blob) for doc_id, seq, body, blob in rows}
 
 
 def _bare(body: str) -> IndexDocument:
