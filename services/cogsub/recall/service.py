@@ -21,8 +21,9 @@ import json
 import time
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING, NamedTuple
+from typing import TYPE_CHECKING
 
 import structlog
 
@@ -119,7 +120,8 @@ class SessionNovelty:
             self._sessions.popitem(last=False)
 
 
-class ServiceStores(NamedTuple):
+@dataclass(frozen=True)
+class ServiceStores:
     """The four ports a ``MemoryService`` works on, for siblings that work on the same ones."""
 
     bus: EventBus
