@@ -69,34 +69,39 @@ export class Transport {
     this.#options = options;
   }
 
-  /** The successful answer (its headers read, its body not yet), after any retries. */
+  /**
+   * The successful answer with its headers read and its body left to stream, after any retries.
+   * The timeout covers the wait for the headers; the caller's signal can end the stream.
+   */
   async send(request: Request): Promise<Response> {
-    for (let attempt = 0; ; attempt += 1) {
-      const failure = await this.#attempt(request);
-      if (failure instanceof Response) return failure;
-      const delay =
-        attempt < this.#options.retries && mayRetry(failure, request.idempotent)
-          ? retryDelayMs(attempt, failure.error, this.#options.backoff)
-          : undefined;
-      if (delay === undefined) throw failure.error;
-      await sleep(delay, request.signal);
-    }
+    return this.#withRetries(request, async (response) => response);
   }
 
-  /** A JSON answer, parsed. */
+  /** A JSON answer, parsed; the timeout covers reading its body too. */
   async json<T>(request: Request): Promise<T> {
-    const response = await this.send(request);
-    const text = await response.text();
+    const read = async (response: Response) => ({
+      status: response.status,
+      text: await response.text(),
+    });
+    const { status, text } = await this.#withRetries(request, read);
     try {
       return JSON.parse(text) as T;
     } catch (cause) {
-      throw new CogsubError(
-        `the memory API answered ${request.method} ${request.path} with no JSON`,
-        {
-          status: response.status,
-          cause,
-        },
-      );
+      const message = `the memory API answered ${request.method} ${request.path} with no JSON`;
+      throw new CogsubError(message, { status, cause });
+    }
+  }
+
+  async #withRetries<T>(request: Request, consume: (response: Response) => Promise<T>): Promise<T> {
+    for (let attempt = 0; ; attempt += 1) {
+      const outcome = await this.#attempt(request, consume);
+      if ("value" in outcome) return outcome.value;
+      const delay =
+        attempt < this.#options.retries && mayRetry(outcome, request.idempotent)
+          ? retryDelayMs(attempt, outcome.error, this.#options.backoff)
+          : undefined;
+      if (delay === undefined) throw outcome.error;
+      await sleep(delay, request.signal);
     }
   }
 
@@ -121,7 +126,10 @@ export class Transport {
     return headers;
   }
 
-  async #attempt(request: Request): Promise<Response | FailedAttempt> {
+  async #attempt<T>(
+    request: Request,
+    consume: (response: Response) => Promise<T>,
+  ): Promise<{ value: T } | FailedAttempt> {
     const timeout = new AbortController();
     const timer = setTimeout(() => timeout.abort(), this.#options.timeoutMs);
     const signal = request.signal
@@ -134,7 +142,7 @@ export class Transport {
         body: request.json !== undefined ? JSON.stringify(request.json) : request.body,
         signal,
       });
-      if (response.ok) return response;
+      if (response.ok) return { value: await consume(response) };
       const wait = retryAfterMs(response.headers.get("Retry-After"), Date.now());
       const error = errorFor(response.status, await response.text(), wait);
       // 503 and 429 come before any work; a proxy's 502/504 may come after it.

@@ -128,6 +128,15 @@ test("a silent server times out; a read is retried, a retain without an id is no
   assert.equal(api.count(), 5, "a retain with its own id is idempotent, so retried");
 });
 
+test("an answer whose body stalls after its headers times out too", async () => {
+  const api = await serve((_req, res) => {
+    res.writeHead(200, { "Content-Type": "application/json" });
+    res.write('{"id": "m-1",'); // and never the rest
+  });
+  const cm = new MemoryClient({ baseUrl: api.url, timeoutMs: 200, retries: 0 });
+  await assert.rejects(cm.getMemory("jane", "m-1"), /did not answer .* within 200 ms/);
+});
+
 test("a closed port is UnavailableError, retried since nothing was sent", async () => {
   const api = await serve(() => undefined);
   const port = new URL(api.url).port;
