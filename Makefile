@@ -58,11 +58,11 @@ typecheck: setup-dev
 	$(BIN)/mypy libs services scripts
 
 # The fast subset first (stop early on its failure), then everything that needs servers or time.
-# The console's browser tests fail, never skip, here when chromium is missing.
+# The browser tests (console, TypeScript client) fail, never skip, here when chromium is missing.
 test: setup-dev setup-browser lint typecheck
 	$(BIN)/pytest -m "not connected and not slow" -x -q
 	COGSUB_TEST_REQUIRE_BROWSER=1 $(BIN)/pytest -m "connected or slow" -q
-	$(MAKE) test-ts
+	COGSUB_TEST_REQUIRE_BROWSER=1 $(MAKE) test-ts
 
 # The TypeScript SDK: installs its locked dev dependencies, builds, and runs its tests
 # (node --test) against a `cogsub run --embedder hash` of this virtualenv that they start.
