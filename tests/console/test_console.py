@@ -11,7 +11,8 @@ from pathlib import Path
 import httpx
 import pytest
 
-from cogsub.runtime.wiring import build_archive, embedded_settings
+from cogsub.runtime.adapters import build_archive
+from cogsub.runtime.wiring import embedded_settings
 from tests.console.conftest import PHONE, ConsolePage, ConsoleServer, running_console
 from tests.services.api.rejections import occupy_key, retain_body
 

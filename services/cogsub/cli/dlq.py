@@ -26,7 +26,7 @@ from cogsub.api.dead_letters import DeadLetterPage, DeadLetterView, RetryResult
 from cogsub.deadletters.desk import MAX_PAGE, DeadLetterDesk
 from cogsub.deadletters.letters import Position
 from cogsub.runtime import Settings
-from cogsub.runtime.wiring import build_bus
+from cogsub.runtime.adapters import build_bus
 from cogsub.sdk._errors import error_for, mapped_transport_errors
 
 T = TypeVar("T")

@@ -27,7 +27,7 @@ from rich.console import Console
 from cogsub.lifecycle import ImportReport, Lifecycle
 from cogsub.lifecycle.bundle import parse_header
 from cogsub.runtime import Settings
-from cogsub.runtime.wiring import build_archive, build_embedder, build_index
+from cogsub.runtime.adapters import build_archive, build_embedder, build_index
 from cogsub.sdk import MemoryClient
 
 ACTOR = "cli"

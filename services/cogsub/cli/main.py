@@ -186,7 +186,7 @@ def _dispatch(args: argparse.Namespace, settings: Settings, console: Console) ->
 async def _publish(settings: Settings, source: str, console: Console) -> int:
     from cogsub.cli.events_file import parse_events_text
     from cogsub.cli.publish import print_report, publish_events, read_source
-    from cogsub.runtime.wiring import build_bus
+    from cogsub.runtime.adapters import build_bus
 
     try:
         text = read_source(source)

@@ -13,13 +13,8 @@ from rich.progress import BarColumn, Progress, SpinnerColumn, TextColumn, TimeEl
 
 from cogsub.replay import ReplayFilter, ReplayReport, replay
 from cogsub.runtime import Settings
-from cogsub.runtime.wiring import (
-    build_archive,
-    build_bus,
-    build_embedder,
-    build_index,
-    new_index_version,
-)
+from cogsub.runtime.adapters import build_archive, build_bus, build_embedder, build_index
+from cogsub.runtime.index_versions import new_index_version
 
 
 def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:

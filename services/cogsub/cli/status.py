@@ -9,7 +9,7 @@ from cogsub.core import EVENTS_PREFIX, EXPERIENCE_ENRICHED, EXPERIENCE_RAW, STAG
 from cogsub.core.derived import CONSOLIDATION_PREFIX, is_derived_memory_key
 from cogsub.core.topics import CONSOLIDATION_REQUEST, CONSOLIDATION_TOPICS
 from cogsub.runtime import Settings
-from cogsub.runtime.wiring import build_archive, build_bus, build_index
+from cogsub.runtime.adapters import build_archive, build_bus, build_index
 
 
 async def show_status(settings: Settings, console: Console) -> dict[str, object]:

@@ -51,7 +51,7 @@ from cogsub.index.ports import MemoryIndex, SearchFilters
 from cogsub.ingestion import BatchOutcome, IngestionWorker
 from cogsub.recall import MemoryService, RankingPolicy
 from cogsub.runtime import Settings
-from cogsub.runtime.wiring import build_archive, build_bus, build_index
+from cogsub.runtime.adapters import build_archive, build_bus, build_index
 
 DEFAULT_KS = (5, 10)
 RETAIN_CHUNK = 64

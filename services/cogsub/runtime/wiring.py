@@ -24,13 +24,19 @@ from cogsub.core.operations import PipelineLag
 from cogsub.core.topics import CONSOLIDATION_REQUEST, EXPERIENCE_ENRICHED, EXPERIENCE_RAW
 from cogsub.embeddings.ports import Embedder
 from cogsub.index.ports import MemoryIndex
+from cogsub.runtime.adapters import (
+    build_archive,
+    build_bus,
+    build_embedder,
+    build_index,
+    build_reranking,
+)
 from cogsub.runtime.allocator import keep_heap_trimmed
 from cogsub.runtime.settings import (
     ApiSettings,
     ConsolidationSettings,
     EmbedderSettings,
     IngestionSettings,
-    RerankerSettings,
     Settings,
 )
 from cogsub.telemetry.lag import LagSampler, LagTarget
@@ -77,183 +83,6 @@ class Stack:
         await self.index.close()
         await self.archive.close()
         await self.bus.close()
-
-
-def build_embedder(settings: EmbedderSettings) -> Embedder:
-    """The embedder the settings name."""
-    if settings.kind == "hash":
-        from cogsub.embeddings.hash import HashEmbedder
-
-        return HashEmbedder(dimension=settings.hash_dimension)
-    if settings.kind == "minilm":
-        from cogsub.embeddings.minilm import MiniLMEmbedder
-
-        return MiniLMEmbedder(batch_size=settings.batch_size, intra_op_num_threads=settings.threads)
-    from cogsub.embeddings.openai import OpenAIEmbedder
-
-    key = settings.openai_api_key.get_secret_value() if settings.openai_api_key else None
-    return OpenAIEmbedder(
-        base_url=settings.openai_base_url,
-        model=settings.openai_model,
-        api_key=key,
-        dimension=settings.openai_dimension,
-    )
-
-
-def build_reranking(settings: RerankerSettings) -> Reranking | None:
-    """Recall's reranking step, or None when no reranker is configured (no work at all)."""
-    if settings.kind == "none":
-        return None
-    from cogsub.rerank import HttpReranker, Reranking
-
-    key = settings.api_key.get_secret_value() if settings.api_key else None
-    reranker = HttpReranker(
-        settings.url,
-        model=settings.model,
-        api_key=key,
-        api=settings.api,
-        timeout_s=settings.timeout_s,
-        max_retries=settings.max_retries,
-    )
-    return Reranking(
-        reranker,
-        weight=settings.weight,
-        max_candidates=settings.max_candidates,
-        deadline_s=settings.timeout_s,
-    )
-
-
-def build_bus(settings: Settings) -> EventBus:
-    if settings.backend == "embedded":
-        from cogsub.bus.sqlite import SqliteEventBus
-
-        settings.data_dir.mkdir(parents=True, exist_ok=True)
-        return SqliteEventBus(
-            settings.bus_path,
-            retention_s=settings.bus.retention_s,
-            trim_every_s=settings.bus.trim_every_s,
-        )
-    from cogsub.bus.kafka import KafkaEventBus
-    from cogsub.bus.kafka import KafkaSettings as KafkaTuning
-
-    kafka = settings.kafka
-    tuning = KafkaTuning(
-        linger_ms=kafka.linger_ms,
-        session_timeout_ms=kafka.session_timeout_ms,
-        heartbeat_interval_ms=kafka.heartbeat_interval_ms,
-        enable_idempotence=kafka.enable_idempotence,
-        replication_factor=kafka.replication_factor,
-    )
-    return KafkaEventBus(
-        bootstrap_servers=kafka.bootstrap_servers, client_id=kafka.client_id, settings=tuning
-    )
-
-
-def build_archive(settings: Settings) -> tuple[ArchiveStore, Callable[[], Awaitable[None]] | None]:
-    """The archive, and its bootstrap step if it has one."""
-    if settings.backend == "embedded":
-        from cogsub.archive.filesystem import FilesystemArchive
-
-        return FilesystemArchive(settings.archive_root), None
-    from cogsub.archive.s3 import S3Archive
-
-    s3 = settings.s3
-    secret = s3.secret_access_key.get_secret_value() if s3.secret_access_key else None
-    archive = S3Archive(
-        bucket=s3.bucket,
-        prefix=s3.prefix,
-        endpoint_url=s3.endpoint_url,
-        region=s3.region,
-        access_key_id=s3.access_key_id,
-        secret_access_key=secret,
-    )
-    return archive, archive.ensure_bucket
-
-
-def build_index(settings: Settings) -> MemoryIndex:
-    if settings.backend == "embedded":
-        from cogsub.index.sqlite import SqliteMemoryIndex
-
-        settings.data_dir.mkdir(parents=True, exist_ok=True)
-        return SqliteMemoryIndex(settings.index_path)
-    from cogsub.index.opensearch import OpenSearchMemoryIndex
-
-    os_ = settings.opensearch
-    password = os_.password.get_secret_value() if os_.password else None
-    return OpenSearchMemoryIndex(
-        url=os_.url, index=os_.index, username=os_.username, password=password
-    )
-
-
-@dataclass
-class IndexVersion:
-    """A new, empty index version and how to make it the live one once it is complete.
-
-    Close ``index`` before calling ``promote`` (an embedded index file is moved).
-    """
-
-    index: MemoryIndex
-    name: str
-    promote: Callable[[], Awaitable[None]]
-
-
-def new_index_version(settings: Settings, tag: str) -> IndexVersion:
-    """A fresh index beside the live one; ``promote`` switches readers and writers to it.
-
-    Embedded: ``index.<tag>.sqlite3`` next to ``index.sqlite3``, moved over it (no
-    process may have the live index open: stop `cogsub run` first). Distributed: the
-    OpenSearch index ``<index>-<tag>``, and ``<index>`` becomes an alias of it in one
-    atomic update (the versions it pointed at before stay for a rollback).
-    """
-    if settings.backend == "embedded":
-        from cogsub.index.sqlite import SqliteMemoryIndex
-
-        live = settings.index_path
-        target = live.with_name(f"{live.stem}.{tag}{live.suffix}")
-        for path in (target, *_sidecars(target)):
-            path.unlink(missing_ok=True)
-
-        async def swap_files() -> None:
-            await asyncio.to_thread(_replace_sqlite, target, live)
-
-        return IndexVersion(SqliteMemoryIndex(target), str(target), swap_files)
-    from cogsub.index.opensearch import OpenSearchMemoryIndex
-
-    os_ = settings.opensearch
-    password = os_.password.get_secret_value() if os_.password else None
-    name = f"{os_.index}-{tag}"
-
-    def client() -> OpenSearchMemoryIndex:
-        return OpenSearchMemoryIndex(
-            url=os_.url, index=name, username=os_.username, password=password
-        )
-
-    version = client()
-
-    async def swap_alias() -> None:
-        async with client() as admin:  # its own client: the version's may be closed by now
-            await admin.promote(os_.index)
-
-    return IndexVersion(version, name, swap_alias)
-
-
-def _sidecars(path: Path) -> tuple[Path, Path]:
-    return path.with_name(path.name + "-wal"), path.with_name(path.name + "-shm")
-
-
-def _replace_sqlite(target: Path, live: Path) -> None:
-    import sqlite3
-
-    # Fold the new version's write-ahead log into its main file first, so one atomic
-    # rename moves the whole database; the old index's own log goes with the old file.
-    conn = sqlite3.connect(target)
-    try:
-        conn.execute("PRAGMA journal_mode=DELETE")
-    finally:
-        conn.close()
-    for sidecar in _sidecars(live):
-        sidecar.unlink(missing_ok=True)
-    target.replace(live)
 
 
 def open_stack(settings: Settings, *, embedder: Embedder | None = None) -> Stack:

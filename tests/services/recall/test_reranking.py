@@ -16,8 +16,8 @@ from cogsub.core.memory import MemoryHit, RecallRequest, RetainRequest
 from cogsub.embeddings.hash import HashEmbedder
 from cogsub.recall import MemoryService
 from cogsub.rerank import HttpReranker, NoReranker, Reranking
+from cogsub.runtime.adapters import build_reranking
 from cogsub.runtime.settings import RerankerSettings, Settings
-from cogsub.runtime.wiring import build_reranking
 from tests.fixtures.rerank_server import RerankServer, relevance
 
 from .stack import LiveStack, live_stack
