@@ -28,8 +28,8 @@ from cogsub.sqlite_support import transaction
 
 __all__ = ["DecodedRows", "Gathered", "RecallAsk", "gather"]
 
-#: Decoded documents kept: a recall reads ~250, so a few banks' worth of recalls (~1.5 KB each).
-DECODED_ROWS = 8_192
+#: Decoded documents kept (~2 KB each): a recall reads ~250, so a few banks' worth of recalls.
+DECODED_ROWS = 4_096
 #: Seconds a decoded document is kept at most: how long a text forgotten by another
 #: process may stay in this one's memory (a forget here empties the cache at once).
 DECODED_MAX_AGE_S = 300.0
