@@ -6,6 +6,7 @@ checks that every memory present for the whole walk is listed exactly once.
 
 from __future__ import annotations
 
+import asyncio
 import itertools
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -220,3 +221,44 @@ async def test_a_walk_lists_once_every_memory_present_throughout_while_others_co
     assert len(seen) == len(set(seen)), "a memory was listed twice"
     assert present - forgotten <= set(seen), "a memory present throughout was skipped"
     assert not {s for s in seen if s.startswith("s")} - present
+
+
+@settings(
+    max_examples=6,
+    deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
+)
+@given(
+    start=st.lists(minutes, min_size=4, max_size=20),
+    limit=st.integers(min_value=1, max_value=3),
+    churn=st.lists(st.tuples(st.booleans(), minutes, st.integers(0, 1_000)), max_size=12),
+)
+async def test_a_walk_running_beside_retains_and_forgets_lists_the_stayers_once(
+    stack: LiveStack,
+    app_client: AppClient,
+    start: list[int],
+    limit: int,
+    churn: list[tuple[bool, int, int]],
+) -> None:
+    bank = f"churn-{next(_banks)}"
+    for n, at in enumerate(start):
+        await keep(stack, bank, f"s{n}", at)
+    forgetting = Forgetting(archive=stack.archive, index=stack.index)
+    forgotten: set[str] = set()
+
+    async def writes() -> None:
+        # Concurrent with the walk: every await lets a page request run in between.
+        for step, (retain, at, pick) in enumerate(churn):
+            if retain:
+                await keep(stack, bank, f"c{step}", at)
+            else:
+                victim = f"s{pick % len(start)}"
+                if victim not in forgotten:
+                    forgotten.add(victim)
+                    await forgetting.forget(bank, victim, actor="test")
+
+    walked, _ = await asyncio.gather(walk(app_client(), bank, limit=limit), writes())
+    seen = [m["id"] for m in walked]
+    assert len(seen) == len(set(seen)), "a memory was listed twice"
+    stayed = {f"s{n}" for n in range(len(start))} - forgotten
+    assert stayed <= set(seen), "a memory present throughout was skipped"
