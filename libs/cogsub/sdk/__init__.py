@@ -26,7 +26,8 @@ from cogsub.core.memory import (
     ScoreBreakdown,
 )
 from cogsub.sdk._base import ForgetBankResult, ForgetResult, ImportResult
-from cogsub.sdk.client import AsyncMemoryClient, MemoryClient
+from cogsub.sdk.async_client import AsyncMemoryClient
+from cogsub.sdk.client import MemoryClient
 
 __all__ = [
     "Answer",

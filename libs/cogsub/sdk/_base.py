@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any, Generic, TypeVar
+from typing import Any, Generic, Literal, TypeVar
 from urllib.parse import quote
 
 import httpx
@@ -408,3 +408,32 @@ class _BaseClient:
             )
         headers = {"Content-Type": JSON_LINES}
         return Call("POST", path, None, ImportResult, content=body, headers=headers)
+
+
+# What both clients accept and how an embedded client addresses its in-process stack.
+EmbedderKind = Literal["minilm", "hash"]
+FeedbackSignalArg = Literal["returned", "used", "helpful"]
+ContextFormatArg = Literal["markdown", "json"]
+EMBEDDED_URL = "http://embedded.cogsub"
+EMBEDDED_ACTOR = "sdk-embedded"
+
+
+def update_fields(
+    content: str | None,
+    steps: Sequence[str] | None,
+    rationale: str | None,
+    tags: Sequence[str] | None,
+    timestamp: TimeArg,
+    new_memory_id: str | None,
+    wait: bool,
+) -> dict[str, object]:
+    """The ``MemoryUpdate`` fields of an ``update`` call (its ``memory_id`` is the new one's)."""
+    return {
+        "content": content,
+        "steps": list(steps) if steps is not None else None,
+        "rationale": rationale,
+        "tags": list(tags) if tags is not None else None,
+        "timestamp": timestamp,
+        "memory_id": new_memory_id,
+        "wait": wait,
+    }
