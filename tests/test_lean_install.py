@@ -24,6 +24,9 @@ DISTRIBUTED_ADAPTERS = (
     "cogsub.bus.kafka.group_repairs",
     "cogsub.archive.s3",
     "cogsub.index.opensearch",
+    "cogsub.index.opensearch_errors",
+    "cogsub.index.opensearch_listing",
+    "cogsub.index.opensearch_writes",
 )
 DISTRIBUTED_CLIENTS = {"aiokafka", "boto3", "botocore", "s3transfer", "opensearchpy", "aiohttp"}
 

@@ -1,16 +1,11 @@
 """The OpenSearch adapter of the MemoryIndex port (opensearch-py's async client).
 
 Request bodies come from :mod:`cogsub.index.opensearch_queries`; this module
-only sends them and turns answers and vendor exceptions into our types. Every
-vendor exception is translated in :func:`_translated`, by exception type:
-
-    opensearchpy.ConnectionError / ConnectionTimeout  -> UnavailableError
-    TransportError 429 or 5xx                          -> UnavailableError
-    AuthenticationException / AuthorizationException  -> ConfigurationError
-    NotFoundError (404)                                -> NotFoundError
-    ConflictError (409)                                -> ConflictError
-    RequestError (400)                                 -> the caller's ``bad_request`` class
-    any other OpenSearchException                      -> CogsubError
+only sends them and turns answers into our types. Vendor exceptions are
+translated in :mod:`cogsub.index.opensearch_errors`; conditional updates,
+decays and deletes live in :mod:`cogsub.index.opensearch_writes`, recall's
+composed requests in :mod:`cogsub.index.opensearch_recall` and listing in
+:mod:`cogsub.index.opensearch_listing`.
 
 Writes use ``refresh="wait_for"`` so a document is searchable when the call
 returns (the port's contract), without forcing a segment per request.
@@ -27,29 +22,30 @@ docs/operations.md) instead of writing to it.
 
 from __future__ import annotations
 
-import asyncio
-import random
-from collections.abc import Collection, Iterator, Mapping, Sequence
-from contextlib import contextmanager
+from collections.abc import Collection, Mapping, Sequence
 from typing import Any
 
 import opensearchpy
 import structlog
-from pydantic import ValidationError
 
 from cogsub.core.documents import EXPERIENCE_INDEX, IndexDocument
 from cogsub.core.errors import (
     CogsubError,
     ConfigurationError,
-    ConflictError,
     FieldProblem,
     InvalidInputError,
     NotFoundError,
-    UnavailableError,
 )
 from cogsub.index import opensearch_queries as queries
+from cogsub.index.opensearch_errors import (
+    mget_item_error,
+    raise_for_failures,
+    stored_document,
+    translated,
+)
 from cogsub.index.opensearch_listing import OpenSearchListing
 from cogsub.index.opensearch_recall import composed_candidates
+from cogsub.index.opensearch_writes import ConditionalWrites
 from cogsub.index.ports import (
     Candidates,
     DecayedPage,
@@ -67,40 +63,8 @@ log = structlog.get_logger(__name__)
 _INVALID_NAME = "invalid_index_name_exception"
 _ALREADY_EXISTS = "resource_already_exists_exception"
 _REFRESH = "wait_for"
-#: Documents ``update_many`` patches at once (each is a get and a conditional index).
-_UPDATE_CONCURRENCY = 16
 #: What an ownership read needs of a document: its bank, and its event id (not in ``_id``).
 _OWNER_FIELDS = "bank_id,event_id"
-
-
-@contextmanager
-def _translated(operation: str, *, bad_request: type[CogsubError] = CogsubError) -> Iterator[None]:
-    """Raise our error for any opensearch-py error escaping the block."""
-    try:
-        yield
-    except opensearchpy.ConnectionError as exc:  # ConnectionTimeout and SSLError included
-        message = f"opensearch {operation}: cannot reach the cluster ({exc.error})"
-        raise UnavailableError(message) from exc
-    except (opensearchpy.AuthenticationException, opensearchpy.AuthorizationException) as exc:
-        message = f"opensearch {operation}: credentials refused ({exc.status_code})"
-        raise ConfigurationError(message) from exc
-    except opensearchpy.NotFoundError as exc:
-        raise NotFoundError(f"opensearch {operation}: {exc.error}") from exc
-    except opensearchpy.ConflictError as exc:
-        raise ConflictError(f"opensearch {operation}: {exc.error}") from exc
-    except opensearchpy.RequestError as exc:
-        detail = f"opensearch {operation} rejected: {exc}"
-        if issubclass(bad_request, InvalidInputError):
-            raise bad_request([FieldProblem("request", detail)]) from exc
-        raise bad_request(detail) from exc
-    except opensearchpy.TransportError as exc:
-        status = exc.status_code
-        message = f"opensearch {operation}: status {status} ({exc.error})"
-        if isinstance(status, int) and (status == 429 or status >= 500):
-            raise UnavailableError(message) from exc
-        raise CogsubError(message) from exc
-    except opensearchpy.OpenSearchException as exc:
-        raise CogsubError(f"opensearch {operation}: {exc}") from exc
 
 
 class OpenSearchMemoryIndex(OpenSearchListing):
@@ -125,8 +89,6 @@ class OpenSearchMemoryIndex(OpenSearchListing):
 
     The caller closes the index with ``close`` (or ``async with``).
     """
-
-    _translated = staticmethod(_translated)  # for the OpenSearchListing calls
 
     def __init__(
         self,
@@ -175,6 +137,9 @@ class OpenSearchMemoryIndex(OpenSearchListing):
         self._knn_candidates = knn_candidates
         self._max_update_attempts = max_update_attempts
         self._dimension: int | None = None
+        self._writes = ConditionalWrites(
+            client, index, bulk_size=bulk_size, max_attempts=max_update_attempts
+        )
 
     def __repr__(self) -> str:
         # No URL: it may carry credentials.
@@ -200,7 +165,7 @@ class OpenSearchMemoryIndex(OpenSearchListing):
         """
         body = queries.index_template(dimension, shards=self._shards, replicas=self._replicas)
         self._dimension = None
-        with _translated("create index", bad_request=ConfigurationError):
+        with translated("create index", bad_request=ConfigurationError):
             try:
                 await self._client.indices.create(index=self._index, body=body)
                 log.info("opensearch_index_created", index=self._index, dimension=dimension)
@@ -224,7 +189,7 @@ class OpenSearchMemoryIndex(OpenSearchListing):
     async def _refuse_event_id_documents(self) -> None:
         """Refuse an index written when ``_id`` was the event id alone: by id, this adapter
         would find none of its documents, and an upsert would add a second copy of each."""
-        with _translated("search"):
+        with translated("search"):
             response = await self._client.search(
                 index=self._index, body=queries.oldest_document_query()
             )
@@ -262,13 +227,13 @@ class OpenSearchMemoryIndex(OpenSearchListing):
             for s in starts
         }
         for start, lines in batches.items():
-            with _translated("bulk", bad_request=InvalidInputError):
+            with translated("bulk", bad_request=InvalidInputError):
                 response = await self._client.bulk(body=lines, refresh=_REFRESH)
-            _raise_for_failures(queries.bulk_failures(response, offset=start))
+            raise_for_failures(queries.bulk_failures(response, offset=start))
 
     async def get(self, bank_id: str, event_id: str) -> IndexDocument | None:
         """The document of ``bank_id`` with ``event_id``, or ``None``."""
-        found = await self._get_versioned(bank_id, event_id)
+        found = await self._writes.versioned(bank_id, event_id)
         return None if found is None else found[0]
 
     async def present(self, bank_id: str, event_ids: Sequence[str]) -> set[str]:
@@ -279,7 +244,7 @@ class OpenSearchMemoryIndex(OpenSearchListing):
         for start in range(0, len(wanted), self._bulk_size):
             chunk = wanted[start : start + self._bulk_size]
             try:
-                with _translated("mget"):
+                with translated("mget"):
                     response = await self._client.mget(
                         index=self._index, body={"ids": chunk}, _source_includes=_OWNER_FIELDS
                     )
@@ -363,7 +328,7 @@ class OpenSearchMemoryIndex(OpenSearchListing):
         lines: list[dict[str, Any]] = []
         for _, body in searches:
             lines += [{"index": self._index}, body]
-        with _translated("recall search"):
+        with translated("recall search"):
             response = await self._client.msearch(body=lines)
         answers = []
         for (kind, _), answer in zip(searches, response["responses"], strict=True):
@@ -372,7 +337,7 @@ class OpenSearchMemoryIndex(OpenSearchListing):
                 raise refused(f"opensearch refused a {kind} search: {answer['error']}")
             hits = []
             for raw in answer["hits"]["hits"]:
-                doc = _document(raw["_source"])
+                doc = stored_document(raw["_source"])
                 if doc.bank_id != filters.bank_id:  # guards the query builder, as _search does
                     raise CogsubError(f"opensearch returned a document of bank {doc.bank_id!r}")
                 hits.append(Hit(document=doc, score=float(raw["_score"])))
@@ -380,57 +345,12 @@ class OpenSearchMemoryIndex(OpenSearchListing):
         return answers
 
     async def update(self, bank_id: str, event_id: str, patch: DocumentPatch) -> IndexDocument:
-        """Apply ``patch`` with compare-and-set on ``_seq_no``, retrying lost races.
-
-        Raises:
-            NotFoundError: no such document in ``bank_id``.
-            InvalidInputError: the patched document breaks a bound (importance > 1...).
-            ConflictError: still losing races after ``max_update_attempts``.
-        """
-        for _ in range(self._max_update_attempts):
-            found = await self._get_versioned(bank_id, event_id)
-            if found is None:
-                raise NotFoundError(f"no document {event_id!r} in bank {bank_id!r}")
-            current, seq_no, primary_term = found
-            updated = patch.applied_to(current)
-            if updated == current:
-                return current
-            try:
-                with _translated("update", bad_request=InvalidInputError):
-                    await self._client.index(
-                        index=self._index,
-                        id=queries.document_id(bank_id, event_id),
-                        body=updated.to_source(),
-                        if_seq_no=seq_no,
-                        if_primary_term=primary_term,
-                        refresh=_REFRESH,
-                    )
-            except ConflictError:
-                await _backoff()
-                continue
-            return updated
-        raise ConflictError(
-            f"update of {event_id!r} lost {self._max_update_attempts} races in a row"
-        )
+        """Apply ``patch`` with compare-and-set on the version read (``opensearch_writes``)."""
+        return await self._writes.update(bank_id, event_id, patch)
 
     async def update_many(self, bank_id: str, patches: Mapping[str, DocumentPatch]) -> int:
-        """``update`` for each patch, ``_UPDATE_CONCURRENCY`` at a time; how many were found.
-
-        The compare-and-set of ``update`` is per document, so its updates run side by
-        side and share the index's refreshes instead of waiting for one each in turn.
-        """
-        limit = asyncio.Semaphore(_UPDATE_CONCURRENCY)
-
-        async def one(event_id: str, patch: DocumentPatch) -> bool:
-            async with limit:
-                try:
-                    await self.update(bank_id, event_id, patch)
-                except NotFoundError:
-                    return False
-                return True
-
-        found = await asyncio.gather(*(one(i, p) for i, p in patches.items()))
-        return sum(found)
+        """``update`` for each patch, side by side; how many were found."""
+        return await self._writes.update_many(bank_id, patches)
 
     async def decay_page(
         self, bank_id: str, step: DecayStep, *, size: int, after: str | None = None
@@ -445,55 +365,13 @@ class OpenSearchMemoryIndex(OpenSearchListing):
         """
         check_decay_page_size(size)
         body = queries.decay_page_query(bank_id, size, after=after)
-        with _translated("decay page"):
+        with translated("decay page"):
             response = await self._client.search(index=self._index, body=body)
         hits = response["hits"]["hits"]
         if not hits:
             return DecayedPage(0, None)
-        decayed = await self._decay_hits(bank_id, step, hits)
+        decayed = await self._writes.decay(bank_id, step, hits)
         return DecayedPage(decayed, str(hits[-1]["_source"]["event_id"]))
-
-    async def _decay_hits(self, bank_id: str, step: DecayStep, hits: list[Any]) -> int:
-        decayed = 0
-        for _ in range(self._max_update_attempts):
-            lines = queries.bulk_decay_lines(self._index, hits, step)
-            conflicted: list[str] = []
-            for start in range(0, len(lines), 2 * self._bulk_size):
-                chunk = lines[start : start + 2 * self._bulk_size]
-                with _translated("decay page"):
-                    response = await self._client.bulk(body=chunk, refresh=_REFRESH)
-                failures = queries.bulk_failures(response)
-                # 404: deleted since the page was read (forgotten), so nothing to decay;
-                # 409: changed since, so read again and decay what it is now.
-                _raise_for_failures([f for f in failures if f.status not in (404, 409)])
-                decayed += len(chunk) // 2 - len(failures)
-                conflicted += [
-                    chunk[2 * f.position]["update"]["_id"] for f in failures if f.status == 409
-                ]
-            if not conflicted:
-                return decayed
-            await _backoff()
-            hits = await self._decay_signals(bank_id, conflicted)
-        raise ConflictError(f"decay of a page lost {self._max_update_attempts} races in a row")
-
-    async def _decay_signals(self, bank_id: str, doc_ids: list[str]) -> list[Any]:
-        """The decay signals and versions of documents by ``_id``, read in real time, of this
-        bank only.
-
-        A search would answer from the last refresh, which may not hold the write that
-        won the race yet: the same stale version, and the same conflict, again.
-        """
-        with _translated("mget"):
-            response = await self._client.mget(
-                index=self._index,
-                body={"ids": doc_ids},
-                _source_includes="bank_id,decay_factor,event_id,timestamp",
-            )
-        return [
-            found
-            for found in response["docs"]
-            if found.get("found") and found["_source"].get("bank_id") == bank_id
-        ]
 
     async def delete(self, bank_id: str, event_id: str) -> bool:
         """Remove the document if it belongs to ``bank_id``; ``True`` if it did."""
@@ -511,53 +389,7 @@ class OpenSearchMemoryIndex(OpenSearchListing):
             ConflictError: still losing races after ``max_update_attempts``.
             UnavailableError: the cluster is down or throttling (call again: idempotent).
         """
-        wanted = self._document_ids(bank_id, event_ids)
-        deleted = 0
-        for start in range(0, len(wanted), self._bulk_size):
-            deleted += await self._delete_chunk(bank_id, wanted[start : start + self._bulk_size])
-        return deleted
-
-    async def _delete_chunk(self, bank_id: str, doc_ids: list[str]) -> int:
-        deleted = 0
-        pending = doc_ids
-        for _ in range(self._max_update_attempts):
-            versions = await self._bank_versions(bank_id, pending)
-            if not versions:
-                return deleted
-            lines = queries.bulk_delete_lines(self._index, versions)
-            with _translated("bulk delete"):
-                response = await self._client.bulk(body=lines, refresh=_REFRESH)
-            pending, refused = [], []
-            for failure in queries.bulk_failures(response):
-                if failure.status == 409:  # changed since the mget: read it again
-                    pending.append(lines[failure.position]["delete"]["_id"])
-                else:
-                    refused.append(failure)
-            _raise_for_failures(refused)
-            deleted += sum(
-                1 for item in response["items"] if item.get("delete", {}).get("result") == "deleted"
-            )
-            if not pending:
-                return deleted
-            await _backoff()
-        raise ConflictError(
-            f"delete of {len(pending)} documents lost {self._max_update_attempts} races"
-        )
-
-    async def _bank_versions(self, bank_id: str, doc_ids: list[str]) -> dict[str, tuple[int, int]]:
-        """``_id -> (_seq_no, _primary_term)`` of this bank's documents among ``doc_ids``."""
-        try:
-            with _translated("mget"):
-                response = await self._client.mget(
-                    index=self._index, body={"ids": doc_ids}, _source_includes="bank_id"
-                )
-        except NotFoundError:  # no index yet: nothing in it to delete
-            return {}
-        return {
-            found["_id"]: (int(found["_seq_no"]), int(found["_primary_term"]))
-            for found in response["docs"]
-            if found.get("found") and found["_source"].get("bank_id") == bank_id
-        }
+        return await self._writes.delete(bank_id, self._document_ids(bank_id, event_ids))
 
     async def recall_candidates(
         self,
@@ -601,7 +433,7 @@ class OpenSearchMemoryIndex(OpenSearchListing):
         for anchor in placed:
             for body in queries.neighbour_queries(filters, anchor, each_side, within_s=within_s):
                 lines += [{"index": self._index}, body]
-        with _translated("neighbour search"):
+        with translated("neighbour search"):
             response = await self._client.msearch(body=lines)
         taken = {*exclude, *(a.event_id for a in placed)}
         found: list[IndexDocument] = []
@@ -609,7 +441,7 @@ class OpenSearchMemoryIndex(OpenSearchListing):
             if "error" in answer:
                 raise CogsubError(f"opensearch refused a neighbour search: {answer['error']}")
             for raw in answer["hits"]["hits"]:
-                doc = _document(raw["_source"])
+                doc = stored_document(raw["_source"])
                 if doc.bank_id != filters.bank_id:
                     raise CogsubError(f"opensearch returned a document of bank {doc.bank_id!r}")
                 if doc.event_id not in taken:
@@ -638,9 +470,9 @@ class OpenSearchMemoryIndex(OpenSearchListing):
         """The documents a listing query finds (a scan's, not a search's: no scores)."""
         if size == 0 or filters.fact_types == frozenset() or filters.tags_any == frozenset():
             return []
-        with _translated("scan"):
+        with translated("scan"):
             response = await self._client.search(index=self._index, body=body)
-        docs = [_document(raw["_source"]) for raw in response["hits"]["hits"]]
+        docs = [stored_document(raw["_source"]) for raw in response["hits"]["hits"]]
         if any(doc.bank_id != filters.bank_id for doc in docs):
             raise CogsubError("opensearch returned a document of another bank")
         return docs
@@ -653,7 +485,7 @@ class OpenSearchMemoryIndex(OpenSearchListing):
         same update, since an alias cannot share its name; versioned indices the alias
         pointed at before are left in place for a rollback.
         """
-        with _translated("update aliases"):
+        with translated("update aliases"):
             concrete = bool(await self._client.indices.exists(index=alias)) and not bool(
                 await self._client.indices.exists_alias(name=alias)
             )
@@ -673,7 +505,7 @@ class OpenSearchMemoryIndex(OpenSearchListing):
     async def count(self, bank_id: str | None = None) -> int:
         """Documents in ``bank_id``, or in every bank."""
         body = queries.count_query(bank_id)
-        with _translated("count"):
+        with translated("count"):
             response = await self._client.count(index=self._index, body=body)
         return int(response["count"])
 
@@ -689,11 +521,11 @@ class OpenSearchMemoryIndex(OpenSearchListing):
         *,
         bad_request: type[CogsubError] = CogsubError,
     ) -> list[Hit]:
-        with _translated(operation, bad_request=bad_request):
+        with translated(operation, bad_request=bad_request):
             response = await self._client.search(index=self._index, body=body)
         hits = []
         for raw in response["hits"]["hits"]:
-            doc = _document(raw["_source"])
+            doc = stored_document(raw["_source"])
             if doc.bank_id != bank_id:  # the query filters by bank; this only guards its builder
                 raise CogsubError(f"opensearch returned a document of bank {doc.bank_id!r}")
             hits.append(Hit(document=doc, score=float(raw["_score"])))
@@ -704,22 +536,8 @@ class OpenSearchMemoryIndex(OpenSearchListing):
         # An empty event id is no document's.
         return [queries.document_id(bank_id, e) for e in dict.fromkeys(event_ids) if e]
 
-    async def _get_versioned(
-        self, bank_id: str, event_id: str
-    ) -> tuple[IndexDocument, int, int] | None:
-        try:
-            with _translated("get"):
-                doc_id = queries.document_id(bank_id, event_id)
-                response = await self._client.get(index=self._index, id=doc_id)
-        except NotFoundError:
-            return None
-        doc = _document(response["_source"])
-        if (doc.bank_id, doc.event_id) != (bank_id, event_id):
-            return None
-        return doc, int(response["_seq_no"]), int(response["_primary_term"])
-
     async def _mapped_dimension(self) -> int | None:
-        with _translated("get mapping"):
+        with translated("get mapping"):
             mapping = await self._client.indices.get_mapping(index=self._index)
         return queries.mapped_dimension(mapping, self._index)
 
@@ -737,64 +555,3 @@ class OpenSearchMemoryIndex(OpenSearchListing):
                 raise ConfigurationError(f"index {self._index!r} has no knn_vector embedding")
             self._dimension = dimension
         return self._dimension
-
-
-def _document(source: Mapping[str, Any]) -> IndexDocument:
-    try:
-        return IndexDocument.model_validate(source)
-    except ValidationError as exc:
-        where = f"{source.get('event_id')!r} of bank {source.get('bank_id')!r}"
-        raise CogsubError(f"stored document {where} is not an IndexDocument: {exc}") from exc
-
-
-# Item errors of an mget that a later read may not meet: the shard or node, not the id.
-_TRANSIENT_ITEM_ERRORS = frozenset(
-    {
-        "no_shard_available_action_exception",
-        "unavailable_shards_exception",
-        "node_not_connected_exception",
-        "node_disconnected_exception",
-        "circuit_breaking_exception",
-        "rejected_execution_exception",
-        "opensearch_rejected_execution_exception",
-        "timeout_exception",
-    }
-)
-
-
-def mget_item_error(doc: Mapping[str, Any]) -> CogsubError:
-    """The error for an ``mget`` item that holds one: retryable where a shard could not answer."""
-    error = doc.get("error")
-    kind = str(error.get("type", "")) if isinstance(error, Mapping) else str(error)
-    reason = error.get("reason", "") if isinstance(error, Mapping) else ""
-    message = f"opensearch mget of {doc.get('_id')!r}: {kind} ({reason})"
-    return UnavailableError(message) if kind in _TRANSIENT_ITEM_ERRORS else CogsubError(message)
-
-
-def _raise_for_failures(failures: list[queries.BulkFailure]) -> None:
-    """Raise for refused bulk items: retryable first, so a redelivery can fix them."""
-    if not failures:
-        return
-    retryable = [f for f in failures if f.retryable]
-    first = (retryable or failures)[0]
-    summary = (
-        f"opensearch bulk: {len(retryable or failures)} documents refused, first "
-        f"documents[{first.position}] status {first.status} ({first.error_type}: {first.reason})"
-    )
-    if retryable:
-        raise UnavailableError(summary)
-    if all(f.status == 400 for f in failures):
-        raise InvalidInputError(
-            [
-                FieldProblem(f"documents[{f.position}]", f"{f.error_type}: {f.reason}")
-                for f in failures
-            ]
-        )
-    if all(f.status == 409 for f in failures):
-        raise ConflictError(summary)
-    raise CogsubError(summary)
-
-
-async def _backoff() -> None:
-    # Jitter spreads out writers that lost the same race, so they do not collide again.
-    await asyncio.sleep(random.uniform(0.0, 0.005))

@@ -12,7 +12,6 @@ counts per fact type and the newest timestamp under each bank.
 from __future__ import annotations
 
 from collections.abc import Collection, Mapping
-from contextlib import AbstractContextManager
 from datetime import UTC, datetime
 from typing import Any, Protocol
 
@@ -23,6 +22,7 @@ from cogsub.core.documents import IndexDocument
 from cogsub.core.errors import CogsubError, FieldProblem, InvalidInputError
 from cogsub.core.events import FactType, format_timestamp
 from cogsub.core.listing import ListingKey
+from cogsub.index.opensearch_errors import translated
 from cogsub.index.opensearch_queries import Body, check_size, filters_clause
 from cogsub.index.ports import BankCounts, SearchFilters
 
@@ -126,10 +126,6 @@ class _Adapter(Protocol):
     _client: Any
     _index: str
 
-    def _translated(self, operation: str) -> AbstractContextManager[None]:
-        """Vendor errors raised in the block become ours (the adapter's ``_translated``)."""
-        ...
-
 
 class OpenSearchListing:
     """The port's listing calls, mixed into ``OpenSearchMemoryIndex`` (kept out of its module)."""
@@ -146,7 +142,7 @@ class OpenSearchListing:
         body = newest_query(filters, size, after=after, include_superseded=include_superseded)
         if size == 0 or filters.fact_types == frozenset() or filters.tags_any == frozenset():
             return []
-        with self._translated("list"):
+        with translated("list"):
             response = await self._client.search(index=self._index, body=body)
         hits = response["hits"]["hits"]
         return [_listed_document(raw["_source"], filters.bank_id) for raw in hits]
@@ -162,6 +158,6 @@ class OpenSearchListing:
         body = bank_counts_query(bank_ids, size, after=after)
         if size == 0 or bank_ids is not None and not bank_ids:
             return []
-        with self._translated("bank counts"):
+        with translated("bank counts"):
             response = await self._client.search(index=self._index, body=body)
         return bank_counts_from(response, size)

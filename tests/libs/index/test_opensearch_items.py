@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from cogsub.core.errors import CogsubError, UnavailableError
-from cogsub.index.opensearch import mget_item_error
+from cogsub.index.opensearch_errors import mget_item_error
 
 
 @pytest.mark.parametrize(

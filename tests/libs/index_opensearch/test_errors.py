@@ -14,11 +14,11 @@ from cogsub.core.errors import (
     UnavailableError,
 )
 from cogsub.index import opensearch_queries as q
-from cogsub.index.opensearch import _raise_for_failures, _translated
+from cogsub.index.opensearch_errors import raise_for_failures, translated
 
 
 def _raise(exc: Exception, **options: type[CogsubError]) -> CogsubError:
-    with pytest.raises(CogsubError) as caught, _translated("test", **options):
+    with pytest.raises(CogsubError) as caught, translated("test", **options):
         raise exc
     return caught.value
 
@@ -71,9 +71,9 @@ def _failure(position: int, status: int) -> q.BulkFailure:
 )
 def test_bulk_item_failures_raise(statuses: list[int], ours: type[CogsubError]) -> None:
     with pytest.raises(CogsubError) as caught:
-        _raise_for_failures([_failure(i, s) for i, s in enumerate(statuses)])
+        raise_for_failures([_failure(i, s) for i, s in enumerate(statuses)])
     assert type(caught.value) is ours
 
 
 def test_no_bulk_failures_raise_nothing() -> None:
-    _raise_for_failures([])
+    raise_for_failures([])
