@@ -13,6 +13,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
+from functools import lru_cache
 
 from cogsub.core.documents import IndexDocument
 
@@ -25,8 +26,19 @@ class Links:
     after: tuple[int | None, ...]
 
 
+#: Timestamps parsed and kept: a recall reads ~230 candidates' three times (links, dates,
+#: recency), and a bank's recalls keep meeting the same ones. Timestamps only, never text.
+PARSED_TIMESTAMPS = 8_192
+
+
+@lru_cache(maxsize=PARSED_TIMESTAMPS)
+def instant(timestamp: str) -> datetime:
+    """The aware datetime of an ISO-8601 document timestamp (``Z`` or an offset)."""
+    return datetime.fromisoformat(timestamp.replace("Z", "+00:00"))
+
+
 def _epoch_s(timestamp: str) -> float:
-    return datetime.fromisoformat(timestamp.replace("Z", "+00:00")).timestamp()
+    return instant(timestamp).timestamp()
 
 
 def neighbour_links(documents: Sequence[IndexDocument], *, max_gap_s: float) -> Links:

@@ -19,14 +19,13 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
-from datetime import datetime
 
 import numpy as np
 import numpy.typing as npt
 
 from cogsub.core.documents import IndexDocument
 from cogsub.index.ports import Embeddings, Hit
-from cogsub.recall.context import Links, neighbour_links
+from cogsub.recall.context import Links, instant, neighbour_links
 from cogsub.recall.policy import RRF_K, RankingPolicy
 from cogsub.recall.query import QueryAnalysis, has_time_expression, speaker_of
 
@@ -134,27 +133,58 @@ def _scaled_to_best(values: _FloatArray) -> _FloatArray:
 def _lexical(
     bm25: _FloatArray, docs: Sequence[IndexDocument], links: Links, policy: RankingPolicy
 ) -> tuple[_FloatArray, _FloatArray]:
-    """BM25 scaled to the best, plus the neighbours' shares; then scaled again. (total, context)."""
+    """BM25 scaled to the best, plus the neighbours' shares; then scaled again. (total, context).
+
+    A turn receives ``context_before`` of the turn before's BM25 (``context_before_question``
+    when that turn asked a question), ``context_second`` of that share from two turns before,
+    and the same from the turns after with ``context_after``. As array operations, adding
+    each share in that order (an absent one adds 0.0, which changes no sum of non-negatives).
+    """
     own = _scaled_to_best(bm25)
-    context = np.zeros_like(own)
+    before, further_before = _linked(links.before, links.before)
+    after, further_after = _linked(links.after, links.after)
+    asked = np.array(["?" in doc.summary for doc in docs], dtype=np.bool_)
+    before_share = np.where(
+        asked[before.index], policy.context_before_question, policy.context_before
+    )
     second = policy.context_second
-    for i in range(len(docs)):
-        before, after = links.before[i], links.after[i]
-        if before is not None:
-            asked = "?" in docs[before].summary
-            share = policy.context_before_question if asked else policy.context_before
-            context[i] += share * own[before]
-            if (further := links.before[before]) is not None:
-                context[i] += second * policy.context_before * own[further]
-        if after is not None:
-            context[i] += policy.context_after * own[after]
-            if (further := links.after[after]) is not None:
-                context[i] += second * policy.context_after * own[further]
+    context = np.zeros_like(own)
+    context = context + before.taken(before_share * own[before.index])
+    context = context + further_before.taken(
+        second * policy.context_before * own[further_before.index]
+    )
+    context = context + after.taken(policy.context_after * own[after.index])
+    context = context + further_after.taken(
+        second * policy.context_after * own[further_after.index]
+    )
     total = own + context
     best = float(total.max())
     if best <= 0.0:
         return total, context
     return total / best, context / best
+
+
+@dataclass(frozen=True)
+class _Link:
+    """For each candidate, the position of a linked one (``index``; 0 where ``present`` is not)."""
+
+    index: npt.NDArray[np.intp]
+    present: npt.NDArray[np.bool_]
+
+    def taken(self, values: _FloatArray) -> _FloatArray:
+        """``values`` where the link is present, 0.0 elsewhere."""
+        return np.where(self.present, values, 0.0)
+
+
+def _linked(side: Sequence[int | None], again: Sequence[int | None]) -> tuple[_Link, _Link]:
+    """Each candidate's neighbour on ``side``, and that neighbour's own on ``again``."""
+    first = np.array([-1 if j is None else j for j in side], dtype=np.intp)
+    onward = np.array([-1 if j is None else j for j in again], dtype=np.intp)
+    present = first >= 0
+    index = np.where(present, first, 0)
+    second = np.where(present, onward[index] if onward.size else -1, -1)
+    second_present = second >= 0
+    return _Link(index, present), _Link(np.where(second_present, second, 0), second_present)
 
 
 def _vectors_of(
@@ -232,7 +262,7 @@ def _boosts(
             1.0 + policy.temporal_boost if has_time_expression(d.summary) else 1.0 for d in docs
         ]
     if analysis.dates:
-        days = [datetime.fromisoformat(d.timestamp.replace("Z", "+00:00")).date() for d in docs]
+        days = [instant(d.timestamp).date() for d in docs]
         boost *= [
             1.0 + policy.date_boost if any(span.contains(day) for span in analysis.dates) else 1.0
             for day in days

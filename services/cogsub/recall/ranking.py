@@ -17,6 +17,7 @@ import numpy as np
 
 from cogsub.core.events import FactType
 from cogsub.core.memory import PROCEDURE_TAG_PREFIX, VERSION_TAG_PREFIX, ScoreBreakdown
+from cogsub.recall.context import instant
 from cogsub.recall.fusion import Candidate, contextual_fuse, fuse
 from cogsub.recall.policy import RRF_K, RankingPolicy
 
@@ -42,7 +43,7 @@ __all__ = [
 
 def recency(timestamp: str, now: datetime, *, half_life_days: float) -> float:
     """1 for now, halving every ``half_life_days`` into the past; future times count as now."""
-    then = datetime.fromisoformat(timestamp.replace("Z", "+00:00"))
+    then = instant(timestamp)
     age_days = max(0.0, (now - then).total_seconds() / 86_400)
     return math.exp(-math.log(2) * age_days / half_life_days)
 

@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
-from cogsub.recall.fusion import contextual_fuse, fuse
+from cogsub.recall.context import neighbour_links
+from cogsub.recall.fusion import _lexical, contextual_fuse, fuse
 from cogsub.recall.policy import RankingPolicy
 from cogsub.recall.query import analyse_query
 from tests.services.recall.docs import doc, hits
@@ -154,3 +158,54 @@ def test_rrf_ranks_first_by_both_as_one() -> None:
     result = fuse(hits((a, 3.0), (b, 1.0)), hits((a, 0.9)))
     assert [c.document.event_id for c in result] == ["a", "b"]
     assert result[0].fused == 1.0 and result[1].fused == pytest.approx(0.5 * 61 / 62)
+
+
+def _lexical_turn_by_turn(bm25, docs, links, policy):
+    """The definition, a turn at a time: what the array form must equal to the bit."""
+    best = float(bm25.max()) if bm25.size else 0.0
+    own = bm25 / best if best > 0.0 else np.zeros_like(bm25)
+    context = np.zeros_like(own)
+    second = policy.context_second
+    for i in range(len(docs)):
+        before, after = links.before[i], links.after[i]
+        if before is not None:
+            asked = "?" in docs[before].summary
+            share = policy.context_before_question if asked else policy.context_before
+            context[i] += share * own[before]
+            if (further := links.before[before]) is not None:
+                context[i] += second * policy.context_before * own[further]
+        if after is not None:
+            context[i] += policy.context_after * own[after]
+            if (further := links.after[after]) is not None:
+                context[i] += second * policy.context_after * own[further]
+    total = own + context
+    top = float(total.max())
+    return (total, context) if top <= 0.0 else (total / top, context / top)
+
+
+@settings(max_examples=80, deadline=None)
+@given(
+    st.lists(
+        st.tuples(
+            st.floats(0.0, 30.0),  # BM25
+            st.sampled_from(["s1", "s2", None]),  # session
+            st.integers(0, 40),  # minutes into the session
+            st.booleans(),  # asks a question
+        ),
+        min_size=1,
+        max_size=30,
+    ),
+    st.floats(0.0, 2.0),
+)
+def test_neighbours_shares_as_arrays_equal_the_turn_by_turn_sum(rows, before_question) -> None:
+    docs = [
+        doc(f"t{n}", text="why?" if asked else "so.", session=session, at=60.0 * minute)
+        for n, (_, session, minute, asked) in enumerate(rows)
+    ]
+    bm25 = np.array([score for score, *_ in rows], dtype=np.float64)
+    policy = RankingPolicy(context_before_question=before_question)
+    links = neighbour_links(docs, max_gap_s=policy.neighbour_gap_s)
+    total, context = _lexical(bm25, docs, links, policy)
+    expected_total, expected_context = _lexical_turn_by_turn(bm25, docs, links, policy)
+    assert total.tolist() == expected_total.tolist()
+    assert context.tolist() == expected_context.tolist()
