@@ -10,8 +10,10 @@ counted with recall's own token estimate, so "1,000 tokens" means the same in
 both. Items are admitted best-ranked first, each whole or not at all: one that
 would overflow is skipped and the next-ranked tried, as recall's budget does.
 What is no longer true is left out before the budget is spent: a memory
-superseded by another, an older version of a procedure, and a second copy of
-the same words.
+superseded by another, an older version of a procedure, a second copy of
+the same words, and a correction whose preference or procedure repair was
+recalled too (consolidation's ids are functions of the correction's id, so
+the layout knows them without reading anything).
 """
 
 from __future__ import annotations
@@ -27,6 +29,7 @@ from cogsub.core.context import (
     ContextSection,
     SectionName,
 )
+from cogsub.core.derived import DerivedKind, derived_id
 from cogsub.core.events import FactType
 from cogsub.core.memory import (
     MAX_RECALL_K,
@@ -109,7 +112,7 @@ def lay_out(bank_id: str, request: ContextRequest, ranked: Sequence[MemoryHit]) 
     """The block of ``ranked`` (best first) for ``request``: standing memories, within budget."""
     chosen: dict[SectionName, list[tuple[ContextItem, str]]] = {n: [] for n in SECTION_ORDER}
     chars = 0  # the length of the markdown block so far, kept without rendering it again
-    for hit in standing(ranked):
+    for hit in standing(ranked, bank_id):
         name, item = _SECTION_OF[hit.fact_type], _item(hit)
         line = _line(name, item)
         added = len(line) + 1  # the line and the newline before it
@@ -120,10 +123,12 @@ def lay_out(bank_id: str, request: ContextRequest, ranked: Sequence[MemoryHit]) 
             chars += added
     # A stable sort keeps rank order among preferences and among corrections.
     chosen[SectionName.RULES].sort(key=lambda pair: _RULE_RANK[pair[0].type or FactType.CORRECTION])
-    filled = [(name, pairs) for name, pairs in chosen.items() if pairs]
-    text = _BETWEEN.join(
-        "\n".join([_heading(name), *(line for _, line in pairs)]) for name, pairs in filled
-    )
+    sections = [
+        ContextSection(name=name, items=[item for item, _ in pairs])
+        for name, pairs in chosen.items()
+        if pairs
+    ]
+    text = render_markdown(sections)
     return ContextBlock(
         bank_id=bank_id,
         query=request.query,
@@ -131,9 +136,7 @@ def lay_out(bank_id: str, request: ContextRequest, ranked: Sequence[MemoryHit]) 
         tokens=tokens_for(len(text)),
         max_tokens=request.max_tokens,
         text=text if request.format is ContextFormat.MARKDOWN else "",
-        sections=[
-            ContextSection(name=name, items=[item for item, _ in pairs]) for name, pairs in filled
-        ],
+        sections=sections,
     )
 
 
@@ -146,13 +149,14 @@ def tokens_for(chars: int) -> int:
     return -(-chars // CHARS_PER_TOKEN)
 
 
-def standing(ranked: Sequence[MemoryHit]) -> list[MemoryHit]:
-    """``ranked`` without what is superseded or repeated, in the same order.
+def standing(ranked: Sequence[MemoryHit], bank_id: str) -> list[MemoryHit]:
+    """``ranked`` without what is superseded, repeated or distilled, in the same order.
 
     Recall already drops superseded memories by default; the layout checks again
     so that a block never shows two versions of one procedure, whatever it was given.
     """
     replaced = {old for hit in ranked for old in hit.supersedes}
+    distilled = _distilled_corrections(ranked, bank_id, replaced)
     newest: dict[str, int] = {}
     for hit in ranked:
         found = _procedure(hit)
@@ -165,7 +169,7 @@ def standing(ranked: Sequence[MemoryHit]) -> list[MemoryHit]:
         found = _procedure(hit)
         older = found is not None and found[1] < newest[found[0]]
         key = same_content_key(hit.text)
-        if hit.superseded_by or hit.id in replaced or older:
+        if hit.superseded_by or hit.id in replaced or hit.id in distilled or older:
             continue
         if hit.id in seen_ids or key in seen_texts:
             continue
@@ -173,6 +177,27 @@ def standing(ranked: Sequence[MemoryHit]) -> list[MemoryHit]:
         seen_texts.add(key)
         kept.append(hit)
     return kept
+
+
+def _distilled_corrections(
+    ranked: Sequence[MemoryHit], bank_id: str, replaced: set[str]
+) -> set[str]:
+    """The corrections in ``ranked`` whose preference or repair is there too, or lost to one.
+
+    A consumed correction stays indexed as evidence, but once its rule stands in the
+    block as a preference (or a procedure's new step) repeating it in its "no —" words
+    only spends the budget twice; a distilled rule that lost a conflict is replaced too.
+    """
+    present = {hit.id for hit in ranked} | replaced
+    return {
+        hit.id
+        for hit in ranked
+        if hit.fact_type is FactType.CORRECTION
+        and any(
+            derived_id(kind, bank_id, hit.id) in present
+            for kind in (DerivedKind.PREFERENCE, DerivedKind.PROCEDURE)
+        )
+    }
 
 
 def _procedure(hit: MemoryHit) -> tuple[str, int] | None:

@@ -8,6 +8,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from cogsub.core.context import ContextBlock, ContextFormat, ContextRequest, SectionName
+from cogsub.core.derived import DerivedKind, derived_id
 from cogsub.core.events import FactType
 from cogsub.core.memory import MemoryHit, RecallRequest, RecallResponse, ScoreBreakdown
 from cogsub.recall.context_block import (
@@ -16,7 +17,6 @@ from cogsub.recall.context_block import (
     lay_out,
     recall_k,
     recall_request_for,
-    render_markdown,
     tokens_for,
 )
 from cogsub.recall.ranking import estimate_tokens
@@ -121,6 +121,28 @@ def test_superseded_and_older_procedure_versions_are_left_out() -> None:
     assert block.memory_ids() == ["v3", "b1", "new"]
     assert "old step" not in block.text and "mid step" not in block.text
     assert block.sections[0].items[0].version == 3
+
+
+def test_a_correction_is_left_out_once_its_distilled_rule_is_recalled() -> None:
+    preference = derived_id(DerivedKind.PREFERENCE, "jane", "c1")
+    repair = derived_id(DerivedKind.PROCEDURE, "jane", "c2")
+    lost = derived_id(DerivedKind.PREFERENCE, "jane", "c3")
+    ranked = [
+        hit("c1", FactType.CORRECTION, "No — use my personal Gmail."),
+        hit(preference, FactType.PREFERENCE, "Use my personal Gmail."),
+        hit("c2", FactType.CORRECTION, "No — drain the pod before restart."),
+        hit(repair, FactType.PROCEDURE, procedure=("deploy", 2), steps=["drain", "restart"]),
+        hit("c3", FactType.CORRECTION, "No — use the blue dashboard."),
+        hit("pref-x", FactType.PREFERENCE, "Use the red dashboard.", supersedes=[lost]),
+        hit("c4", FactType.CORRECTION, "No — never deploy on Fridays."),
+        hit(derived_id(DerivedKind.PREFERENCE, "other", "c4"), FactType.PREFERENCE, "Elsewhere."),
+    ]
+    block = lay_out("jane", request(), ranked)
+    rules = next(s for s in block.sections if s.name is SectionName.RULES)
+    # c4's preference was distilled in another bank: c4 still stands here.
+    assert [i.memory_id for i in rules.items][:2] == [preference, "pref-x"]
+    assert {i.memory_id for i in rules.items} & {"c1", "c2", "c3"} == set()
+    assert "c4" in block.memory_ids() and repair in block.memory_ids()
 
 
 def test_a_memory_or_its_words_appear_once_at_their_best_rank() -> None:
@@ -245,7 +267,6 @@ def test_any_ranking_fits_its_budget_in_order_with_ids_and_no_superseded(
 ) -> None:
     block = lay_out("bank", request(max_tokens=max_tokens), ranked)
     assert block.tokens == (estimate_tokens(block.text) if block.text else 0) <= max_tokens
-    assert block.text == render_markdown(block.sections)
     positions = [SECTION_ORDER.index(s.name) for s in block.sections]
     assert positions == sorted(set(positions))
     by_id = {h.id: h for h in ranked}
