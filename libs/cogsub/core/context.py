@@ -52,6 +52,10 @@ class ContextRequest(BoundaryModel):
     format: ContextFormat = ContextFormat.MARKDOWN
     tags: list[Tag] | None = Field(default=None, max_length=MAX_TAGS)
     session_id: ShortText | None = Field(default=None, description="for session-relative novelty")
+    reinforce: bool = Field(
+        default=True,
+        description="count this retrieval toward reinforcement (off for probes and previews)",
+    )
 
 
 class ContextItem(BoundaryModel):

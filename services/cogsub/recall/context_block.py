@@ -95,6 +95,7 @@ def recall_request_for(request: ContextRequest) -> RecallRequest:
         tags=request.tags,
         k=recall_k(request.max_tokens),
         session_id=request.session_id,
+        reinforce=request.reinforce,
     )
 
 
