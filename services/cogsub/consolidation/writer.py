@@ -129,19 +129,7 @@ class DerivedWriter:
         loser = await self._index.get(bank_id, loser_id)
         if loser is None:
             return False
-        record: dict[str, object] = {
-            "bankId": bank_id,
-            "memoryId": loser_id,
-            "supersededBy": winner_id,
-            "validTo": format_timestamp(valid_to),
-            "rule": rule,
-        }
-        try:
-            await self._archive.put_once(
-                supersession_key(bank_id, loser_id), json.dumps(record, sort_keys=True).encode()
-            )
-        except ObjectExistsError:
-            record = json.loads(await self._archive.get(supersession_key(bank_id, loser_id)))
+        record = await self.claim(bank_id, loser_id, winner_id, valid_to=valid_to, rule=rule)
         # The winner is tagged first: a loser still live after a crash is found again by
         # the next round, while a superseded loser would never lead it back to the winner.
         # Tag patches, not whole documents written back: a decay or reinforcement
@@ -159,6 +147,29 @@ class DerivedWriter:
                 f"{VALID_TO_TAG}{record['validTo']}",
             )
         return newly
+
+    async def claim(
+        self, bank_id: str, loser_id: str, winner_id: str, *, valid_to: datetime, rule: str
+    ) -> dict[str, object]:
+        """The supersession record of ``loser_id``: written now naming ``winner_id`` unless
+        one is stored already, in which case that one (and its winner) stands.
+
+        ``put_once`` is atomic, so of concurrent claims exactly one is stored.
+        """
+        record: dict[str, object] = {
+            "bankId": bank_id,
+            "memoryId": loser_id,
+            "supersededBy": winner_id,
+            "validTo": format_timestamp(valid_to),
+            "rule": rule,
+        }
+        key = supersession_key(bank_id, loser_id)
+        try:
+            await self._archive.put_once(key, json.dumps(record, sort_keys=True).encode())
+        except ObjectExistsError:
+            stored: dict[str, object] = json.loads(await self._archive.get(key))
+            return stored
+        return record
 
     async def _tag(self, bank_id: str, memory_id: str, *tags: str) -> None:
         try:

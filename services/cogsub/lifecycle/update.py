@@ -9,8 +9,11 @@ the old version out from then on; ``GET …/memories/{old}`` and its history
 still show it. A procedure's new version is also retained with ``supersedes``,
 so it is the next version of the same procedure.
 
-Without ``wait`` the old version is superseded as soon as the new one is
-acknowledged, so recall may find neither for the moment ingestion takes.
+Concurrent updates of one memory race for its write-once supersession record,
+claimed before anything is retained: the one stored first wins, the others are
+refused naming it, so a line never forks. The old version is superseded only
+once the index serves the new one (whatever ``wait`` says), so the new version's
+``supersedes:`` tag is written and a refused new version leaves the old one live.
 """
 
 from __future__ import annotations
@@ -29,10 +32,17 @@ from cogsub.core.derived import (
     TIER_TAG,
     VALID_TO_TAG,
     is_superseded,
+    supersession_key,
     tag_value,
 )
 from cogsub.core.documents import IndexDocument
-from cogsub.core.errors import ConflictError, FieldProblem, InvalidInputError, NotFoundError
+from cogsub.core.errors import (
+    ConflictError,
+    FieldProblem,
+    InvalidInputError,
+    NotFoundError,
+    UnavailableError,
+)
 from cogsub.core.events import ArchivedEvent, FactType
 from cogsub.core.history import UPDATE_RULE, MemoryUpdate
 from cogsub.core.memory import (
@@ -88,13 +98,14 @@ class MemoryUpdater:
             await self._stores.archive.get(old.object_storage_key)
         )
         request = new_version_request(bank_id, old, archived, body)
-        if tag_value(old.tags, SUPERSEDED_BY_TAG) == request.memory_id:
+        new_id = request.memory_id
+        assert new_id is not None  # new_version_request always names the new version
+        if new_id == memory_id:
+            raise InvalidInputError([FieldProblem("memory_id", "must differ from the old one")])
+        if tag_value(old.tags, SUPERSEDED_BY_TAG) == new_id:
             # A retry of the update that superseded it: the same new version, once.
             return await self._service.retain(bank_id, request)
         await self._check_newest(bank_id, old)
-        result = await self._service.retain(bank_id, request)
-        if result.memory_id == memory_id:
-            raise InvalidInputError([FieldProblem("memory_id", "must differ from the old one")])
         writer = DerivedWriter(
             bus=self._stores.bus,
             archive=self._stores.archive,
@@ -102,9 +113,38 @@ class MemoryUpdater:
             embedder=self._stores.embedder,
         )
         valid_to = request.timestamp or self._clock()
-        await writer.supersede(
-            bank_id, memory_id, result.memory_id, valid_to=valid_to, rule=UPDATE_RULE
-        )
+        record = await writer.claim(bank_id, memory_id, new_id, valid_to=valid_to, rule=UPDATE_RULE)
+        if record["supersededBy"] != new_id:
+            raise ConflictError(
+                f"memory_id: {memory_id!r} was superseded by {record['supersededBy']!r};"
+                " update that one"
+            )
+        result = await self._retain_indexed(bank_id, memory_id, request)
+        await writer.supersede(bank_id, memory_id, new_id, valid_to=valid_to, rule=UPDATE_RULE)
+        return result
+
+    async def _retain_indexed(
+        self, bank_id: str, memory_id: str, request: RetainRequest
+    ) -> RetainResult:
+        """Retain the new version and return once the index serves it.
+
+        A retain that fails gives the claim on ``memory_id`` up, so the old version stays
+        the live one and may be updated again.
+
+        Raises:
+            UnavailableError: the new version was not indexed within the wait; the same
+                update sent again finishes it (the claim names that version).
+        """
+        try:
+            result = await self._service.retain(bank_id, request.model_copy(update={"wait": True}))
+        except Exception:
+            await self._stores.archive.delete(supersession_key(bank_id, memory_id))
+            raise
+        if not result.recallable:
+            raise UnavailableError(
+                f"memory_id: the new version {result.memory_id!r} is not indexed yet;"
+                " send the same update again to finish it"
+            )
         return result
 
     async def _check_newest(self, bank_id: str, old: IndexDocument) -> None:

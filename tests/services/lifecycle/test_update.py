@@ -6,6 +6,7 @@ one; the archive keeps both objects untouched plus a supersession record.
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -183,6 +184,63 @@ async def test_the_same_update_sent_twice_makes_one_new_version(api: httpx.Async
     assert first.json()["memory_id"] in assert_error(other, 409, "conflict")["message"]
     listed = (await api.get(f"/v1/banks/{BANK}/memories?include_superseded=true")).json()
     assert sorted(m["id"] for m in listed["memories"]) == sorted([old, first.json()["memory_id"]])
+
+
+async def test_concurrent_updates_of_one_memory_leave_one_winner_and_409_the_rest(
+    stack: LiveStack, api: httpx.AsyncClient
+) -> None:
+    old = await posted(api, "memories", {"content": "Lunch is on Friday.", "fact_type": "world"})
+    route = f"/v1/banks/{BANK}/memories/{old}"
+    answers = await asyncio.gather(
+        *(
+            api.put(route, json={"content": f"Lunch moved to day {n}.", "wait": True})
+            for n in range(4)
+        )
+    )
+    assert sorted(a.status_code for a in answers) == [201, 409, 409, 409], [a.text for a in answers]
+    (won,) = [a.json()["memory_id"] for a in answers if a.status_code == 201]
+    for lost in (a for a in answers if a.status_code == 409):
+        assert won in assert_error(lost, 409, "conflict")["message"]
+    listed = (await api.get(f"/v1/banks/{BANK}/memories")).json()["memories"]
+    assert [m["id"] for m in listed] == [won]
+    assert await stack.index.count(BANK) == 2  # the losers' versions were never retained
+
+
+@pytest.mark.parametrize("wait", [False, True])
+async def test_an_update_links_both_versions_as_soon_as_it_answers(
+    api: httpx.AsyncClient, wait: bool
+) -> None:
+    old = await posted(api, "memories", {"content": "On-call starts Monday.", "fact_type": "world"})
+    response = await api.put(
+        f"/v1/banks/{BANK}/memories/{old}",
+        json={"content": "On-call starts Tuesday.", "wait": wait},
+    )
+    assert response.status_code == 201, response.text
+    new = response.json()["memory_id"]
+    history = (await api.get(f"/v1/banks/{BANK}/memories/{new}/history")).json()
+    assert [v["memory_id"] for v in history["versions"]] == [old, new]
+    assert [s["memory_id"] for s in history["supersedes"]] == [old]
+    assert [h["id"] for h in await recalled(api, "when does on-call start")] == [new]
+
+
+async def test_an_update_whose_new_version_is_refused_leaves_the_old_one_live(
+    stack: LiveStack, api: httpx.AsyncClient
+) -> None:
+    old = await posted(api, "memories", {"content": "Standup is at nine.", "fact_type": "world"})
+    taken = await posted(api, "memories", {"content": "Billing is Jane's.", "fact_type": "world"})
+    response = await api.put(
+        f"/v1/banks/{BANK}/memories/{old}",
+        json={"content": "Standup is at ten.", "memory_id": taken, "wait": True},
+    )
+    assert taken in assert_error(response, 409, "conflict")["message"]
+    assert not await stack.archive.exists(supersession_key(BANK, old))
+    kept = (await api.get(f"/v1/banks/{BANK}/memories/{old}/history")).json()
+    assert kept["superseded_by"] is None and not kept["signals"]["superseded"]
+    other = (await api.get(f"/v1/banks/{BANK}/memories/{taken}")).json()
+    assert other["text"] == "Billing is Jane's." and not any(
+        "supersedes:" in t for t in other["tags"]
+    )
+    assert old in [h["id"] for h in await recalled(api, "when is standup")]
 
 
 # -- the pure part --------------------------------------------------------------------------------
