@@ -144,6 +144,11 @@ class _BaseClient:
         self._api_key = api_key
         self._actor = actor
 
+    @property
+    def has_api_key(self) -> bool:
+        """Whether calls carry an API key (never the key itself)."""
+        return self._api_key is not None
+
     def __repr__(self) -> str:
         # Never the key: a repr ends up in logs and tracebacks.
         return f"{type(self).__name__}({self.base_url!r})"
