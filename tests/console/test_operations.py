@@ -25,8 +25,8 @@ def _ticking() -> Callable[[], datetime]:
     return lambda: START + timedelta(seconds=next(ticks))
 
 
-def _log(*banks: str, capacity: int = 10) -> RoundLog:
-    log = RoundLog(capacity, clock=_ticking())
+def _log(*banks: str, per_bank: int = 10, most_banks: int = 10) -> RoundLog:
+    log = RoundLog(per_bank, banks=most_banks, clock=_ticking())
     for n, bank in enumerate(banks):
         log.record(ConsolidationReport(bank_id=bank, scanned=n))
     return log
@@ -43,9 +43,21 @@ def test_rounds_come_newest_first_filtered_by_grant_and_bank() -> None:
     assert log.banks() == ["a", "b", "c"]
 
 
-def test_the_oldest_round_falls_off_a_full_log() -> None:
-    log = _log("a", "b", "c", capacity=2)
-    assert [r.report.bank_id for r in log.latest(banks=None)] == ["c", "b"]
+def test_the_oldest_round_of_a_bank_falls_off_only_that_banks_rounds() -> None:
+    log = _log("a", "b", "b", "b", per_bank=2)
+    assert [r.report.scanned for r in log.latest(banks=None)] == [3, 2, 0]
+
+
+def test_another_tenants_busy_rounds_never_push_a_banks_rounds_out() -> None:
+    log = _log("a", *["busy"] * 500, per_bank=5)
+    assert [r.report.scanned for r in log.latest(banks={"a"})] == [0]
+    assert len(log.latest(banks=None, limit=100)) == 6
+
+
+def test_past_its_bank_limit_the_log_drops_the_bank_whose_last_round_is_oldest() -> None:
+    log = _log("a", "b", "a", "c", most_banks=2)
+    assert log.banks() == ["a", "c"]
+    assert [r.report.scanned for r in log.latest(banks=None)] == [3, 2, 0]
 
 
 @pytest.mark.parametrize("limit", [0, 101])
@@ -54,9 +66,11 @@ def test_a_limit_out_of_range_is_refused(limit: int) -> None:
         _log("a").latest(banks=None, limit=limit)
 
 
-def test_a_log_needs_room_for_one_round() -> None:
-    with pytest.raises(ValueError, match="capacity must be at least 1"):
+def test_a_log_needs_room_for_one_round_of_one_bank() -> None:
+    with pytest.raises(ValueError, match="per_bank must be at least 1, got 0"):
         RoundLog(0)
+    with pytest.raises(ValueError, match="banks must be at least 1, got 0"):
+        RoundLog(banks=0)
 
 
 def test_the_round_hook_feeds_the_other_hook_too() -> None:
@@ -116,12 +130,28 @@ async def test_a_bank_key_sees_its_grant_and_its_banks_rounds_only(client: Clien
     api = client(KEYS, KEY_A)
     status = (await api.get("/v1/operations/status")).json()
     assert (status["operator"], status["banks"]) == (False, ["a"])
+    assert status["lag"] is None  # it counts every tenant's records
     rounds = (await api.get("/v1/operations/consolidation-rounds")).json()["rounds"]
     assert [r["report"]["bank_id"] for r in rounds] == ["a"]
     other = await api.get("/v1/operations/consolidation-rounds", params={"bank_id": "b"})
     assert other.status_code == 403
     everything = await client(KEYS, KEY_ALL).get("/v1/operations/consolidation-rounds")
     assert [r["report"]["bank_id"] for r in everything.json()["rounds"]] == ["b", "a"]
+    operator = (await client(KEYS, KEY_ALL).get("/v1/operations/status")).json()
+    assert operator["lag"] == {"ingestion": 3, "extraction": None}
+
+
+async def test_a_bank_key_naming_a_malformed_bank_it_lacks_is_refused_not_validated(
+    client: Client,
+) -> None:
+    answer = await client(KEYS, KEY_A).get(
+        "/v1/operations/consolidation-rounds", params={"bank_id": "../b"}
+    )
+    assert answer.status_code == 403
+    malformed = await client(KEYS, KEY_ALL).get(
+        "/v1/operations/consolidation-rounds", params={"bank_id": "../b"}
+    )
+    assert malformed.status_code == 422 and "bank_id" in malformed.text
 
 
 @pytest.mark.parametrize("key", [None, "an-unknown-key-0123456789"])
@@ -143,6 +173,10 @@ async def test_every_console_answer_carries_the_self_only_policy(client: Client)
     api = client(None)
     moved = await api.get("/ui")
     assert moved.status_code == 308 and moved.headers["location"] == "/ui/"
+    for path in ("/ui", "/ui/"):  # what `curl -I` sends
+        head = await api.head(path)
+        assert head.status_code in (200, 308) and not head.content, path
+        assert head.headers["content-security-policy"] == CONSOLE_POLICY, path
     for path in ("/ui", "/ui/", "/ui/app.js", "/ui/style.css", "/ui/pages/banks.js"):
         answer = await api.get(path)
         assert answer.headers["content-security-policy"] == CONSOLE_POLICY, path

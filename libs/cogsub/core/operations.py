@@ -32,7 +32,9 @@ class OperationsStatus(BoundaryModel):
     banks: list[str] | None = Field(
         description="the banks the caller's key grants; null: every bank"
     )
-    lag: PipelineLag
+    lag: PipelineLag | None = Field(
+        description="null for a key that does not grant every bank: the lag spans every tenant"
+    )
 
 
 class RecordedRound(BoundaryModel):
@@ -43,6 +45,9 @@ class RecordedRound(BoundaryModel):
 
 
 class ConsolidationRounds(BoundaryModel):
-    """The latest rounds this process ran or was asked for, newest first."""
+    """The latest rounds this API process ran or was asked for, newest first.
+
+    Not those a separate consolidator process ran (a fleet's scheduled rounds).
+    """
 
     rounds: list[RecordedRound]

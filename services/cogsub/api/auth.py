@@ -139,20 +139,34 @@ def _banks_of(banks: Iterable[str], position: int) -> frozenset[str]:
     return frozenset(checked)
 
 
+def banks_granted(keys: ApiKeys | None, key: str | None) -> frozenset[str] | None:
+    """The banks ``key`` grants; None: every bank (a ``"*"`` key, or no keys required).
+
+    Raises AuthenticationError (401) when keys are required and ``key`` is missing or unknown.
+    """
+    if keys is None:
+        return None
+    if key is None:
+        raise AuthenticationError("missing API key: send Authorization: Bearer <key>")
+    banks = keys.banks_for(key)
+    if banks is None:
+        raise AuthenticationError("unknown API key")
+    return None if ALL_BANKS in banks else banks
+
+
 def authorize(keys: ApiKeys | None, key: str | None, bank_id: str) -> str:
     """``bank_id`` if ``key`` may use it, checked as a safe id.
 
     With ``keys`` None (no keys required) every bank is open. Authorisation comes
     before the bank id's format check, so a caller without a key learns nothing.
     """
-    if keys is not None:
-        if key is None:
-            raise AuthenticationError("missing API key: send Authorization: Bearer <key>")
-        banks = keys.banks_for(key)
-        if banks is None:
-            raise AuthenticationError("unknown API key")
-        if ALL_BANKS not in banks and bank_id not in banks:
-            raise PermissionDeniedError("this API key does not grant that bank")
+    return within_grant(banks_granted(keys, key), bank_id)
+
+
+def within_grant(banks: frozenset[str] | None, bank_id: str) -> str:
+    """``bank_id`` if it is among ``banks`` (None: every bank), checked as a safe id."""
+    if banks is not None and bank_id not in banks:
+        raise PermissionDeniedError("this API key does not grant that bank")
     return _checked_id("bank_id", bank_id)
 
 
@@ -166,14 +180,7 @@ def authorize_operator(keys: ApiKeys | None, key: str | None) -> None:
 
     For what spans all banks (``/metrics``): a key for some banks must not see the rest.
     """
-    if keys is None:
-        return
-    if key is None:
-        raise AuthenticationError("missing API key: send Authorization: Bearer <key>")
-    banks = keys.banks_for(key)
-    if banks is None:
-        raise AuthenticationError("unknown API key")
-    if ALL_BANKS not in banks:
+    if banks_granted(keys, key) is not None:
         raise PermissionDeniedError('this needs an operator key, one that grants "*"')
 
 

@@ -14,13 +14,11 @@ from datetime import UTC, datetime
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Depends, Path, Query, Request
-from fastapi.security import HTTPAuthorizationCredentials
 from pydantic import BaseModel, ConfigDict
 
-from cogsub.api.auth import ALL_BANKS
-from cogsub.api.deps import SAFE_ID_SCHEMA, State, _bearer
+from cogsub.api.deps import SAFE_ID_SCHEMA, Operator
 from cogsub.api.errors import ErrorBody
-from cogsub.core.errors import AuthenticationError, PermissionDeniedError, UnavailableError
+from cogsub.core.errors import UnavailableError
 from cogsub.deadletters.desk import MAX_PAGE, DeadLetterDesk, checked_topic
 from cogsub.deadletters.letters import DeadLetter, Position
 
@@ -90,23 +88,7 @@ def _utf8(value: bytes) -> str | None:
         return None
 
 
-def _operator(
-    state: State,
-    credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(_bearer)],
-) -> None:
-    """Anyone when no keys are required (loopback); otherwise a key granting ``*``."""
-    if state.keys is None:
-        return
-    if credentials is None:
-        raise AuthenticationError("missing API key: send Authorization: Bearer <key>")
-    banks = state.keys.banks_for(credentials.credentials)
-    if banks is None:
-        raise AuthenticationError("unknown API key")
-    if ALL_BANKS not in banks:
-        raise PermissionDeniedError("dead letters need a key that grants every bank (*)")
-
-
-def _desk(request: Request, _: Annotated[None, Depends(_operator)]) -> DeadLetterDesk:
+def _desk(request: Request, _: Operator) -> DeadLetterDesk:
     desk = getattr(request.app.state, DESK_ATTRIBUTE, None)
     if not isinstance(desk, DeadLetterDesk):
         raise UnavailableError("dead letters are not wired into this API process")

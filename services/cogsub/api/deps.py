@@ -14,7 +14,7 @@ from typing import Annotated, Any
 from fastapi import Depends, Header, Path, Request
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 
-from cogsub.api.auth import ApiKeys, authorize, key_digest
+from cogsub.api.auth import ApiKeys, authorize, authorize_operator, banks_granted, key_digest
 from cogsub.api.limits import ApiLimits
 from cogsub.api.readiness import Probe, ReadinessProbes
 from cogsub.core.errors import UnavailableError
@@ -87,6 +87,21 @@ def _bank(
     return authorize(state.keys, key, bank_id)
 
 
+def granted_banks(
+    state: Annotated[ApiState, Depends(api_state)],
+    credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(_bearer)],
+) -> frozenset[str] | None:
+    """The caller's banks; None: every bank (a '*' key, or no keys required)."""
+    return banks_granted(state.keys, credentials.credentials if credentials else None)
+
+
+def _operator(
+    state: Annotated[ApiState, Depends(api_state)],
+    credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(_bearer)],
+) -> None:
+    authorize_operator(state.keys, credentials.credentials if credentials else None)
+
+
 def _lifecycle(state: Annotated[ApiState, Depends(api_state)]) -> Lifecycle:
     if state.lifecycle is None:
         raise UnavailableError("forget, export and import are not wired into this API process")
@@ -113,3 +128,7 @@ Service = Annotated[MemoryService, Depends(_service)]
 Bank = Annotated[str, Depends(_bank)]
 LifecycleDep = Annotated[Lifecycle, Depends(_lifecycle)]
 Actor = Annotated[str, Depends(_actor)]
+Granted = Annotated[frozenset[str] | None, Depends(granted_banks)]
+"""The banks the caller's key grants; None: every bank."""
+Operator = Annotated[None, Depends(_operator)]
+"""Passes for a key granting every bank ("*"), or anyone when no keys are required."""

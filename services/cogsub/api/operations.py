@@ -11,13 +11,11 @@ from __future__ import annotations
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Depends, Query, Request
-from fastapi.security import HTTPAuthorizationCredentials
 
-from cogsub.api.auth import ALL_BANKS, authorize
-from cogsub.api.deps import State, _bearer
+from cogsub.api.auth import within_grant
+from cogsub.api.deps import Granted, State
 from cogsub.api.errors import ErrorBody
 from cogsub.console.rounds import OperationsSources, RoundLog
-from cogsub.core.errors import AuthenticationError
 from cogsub.core.operations import MAX_ROUNDS, ConsolidationRounds, OperationsStatus, PipelineLag
 
 #: Where ``create_app`` leaves the sources on ``app.state``.
@@ -31,27 +29,12 @@ _ERRORS: dict[int | str, dict[str, Any]] = {
 }
 
 
-def _granted(
-    state: State,
-    credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(_bearer)],
-) -> frozenset[str] | None:
-    """The caller's banks; None: every bank (a '*' key, or no keys required)."""
-    if state.keys is None:
-        return None
-    if credentials is None:
-        raise AuthenticationError("missing API key: send Authorization: Bearer <key>")
-    banks = state.keys.banks_for(credentials.credentials)
-    if banks is None:
-        raise AuthenticationError("unknown API key")
-    return None if ALL_BANKS in banks else banks
-
-
 async def _unknown_lag() -> PipelineLag:
     return PipelineLag(ingestion=None, extraction=None)
 
 
 # An app built without sources (tests, embedded clients) ran no round and knows no lag.
-_UNWIRED = OperationsSources(rounds=RoundLog(capacity=1), lag=_unknown_lag)
+_UNWIRED = OperationsSources(rounds=RoundLog(per_bank=1, banks=1), lag=_unknown_lag)
 
 
 def _sources(request: Request) -> OperationsSources:
@@ -59,7 +42,6 @@ def _sources(request: Request) -> OperationsSources:
     return sources if isinstance(sources, OperationsSources) else _UNWIRED
 
 
-Granted = Annotated[frozenset[str] | None, Depends(_granted)]
 Sources = Annotated[OperationsSources, Depends(_sources)]
 
 
@@ -70,11 +52,12 @@ Sources = Annotated[OperationsSources, Depends(_sources)]
     responses=_ERRORS,
 )
 async def operations_status(state: State, granted: Granted, sources: Sources) -> OperationsStatus:
+    # The lag counts every tenant's records: a bank key is not told other banks' volume.
     return OperationsStatus(
         keys_required=state.keys is not None,
         operator=granted is None,
         banks=sorted(granted) if granted is not None else None,
-        lag=await sources.lag(),
+        lag=await sources.lag() if granted is None else None,
     )
 
 
@@ -88,17 +71,17 @@ async def operations_status(state: State, granted: Granted, sources: Sources) ->
     },
 )
 async def consolidation_rounds(
-    state: State,
     granted: Granted,
     sources: Sources,
-    credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(_bearer)],
     bank_id: Annotated[str | None, Query(description="one bank only")] = None,
     limit: Annotated[int, Query(ge=1, le=MAX_ROUNDS)] = 20,
 ) -> ConsolidationRounds:
-    """Rounds this API process ran or was asked for (kept in memory, lost on restart)."""
+    """Rounds this API process ran or was asked for (kept in memory, lost on restart).
+
+    Not the rounds a separate `cogsub consolidator` ran: a fleet shows only this replica's.
+    """
     if bank_id is not None:
-        key = credentials.credentials if credentials is not None else None
-        bank_id = authorize(state.keys, key, bank_id)
+        bank_id = within_grant(granted, bank_id)
     return ConsolidationRounds(
         rounds=sources.rounds.latest(banks=granted, bank_id=bank_id, limit=limit)
     )

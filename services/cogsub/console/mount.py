@@ -48,7 +48,8 @@ class _WithPolicy:
 def mount_console(app: FastAPI) -> None:
     """Serve the console at ``/ui/`` (``/ui`` redirects there, so relative URLs resolve)."""
 
-    @app.get(CONSOLE_PATH, include_in_schema=False)
+    # HEAD too, as the files under /ui/ answer it: `curl -I /ui` must not meet a 405.
+    @app.api_route(CONSOLE_PATH, methods=["GET", "HEAD"], include_in_schema=False)
     async def console_root() -> RedirectResponse:
         redirect = RedirectResponse(f"{CONSOLE_PATH}/", status_code=308)
         for name, value in _HEADERS:
