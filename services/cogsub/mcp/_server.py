@@ -20,7 +20,7 @@ from pydantic import BaseModel
 
 from cogsub.api.errors import _BY_CLASS as API_ERRORS  # the API's own names
 from cogsub.core.context import ContextBlock, ContextFormat
-from cogsub.core.errors import CogsubError, InvalidInputError
+from cogsub.core.errors import CogsubError, InvalidInputError, NotFoundError
 from cogsub.mcp._catalog import Callers, input_schema, parse_call
 from cogsub.mcp._tools import TOOLS_BY_NAME, offered
 from mcp.server.context import ServerRequestContext
@@ -41,7 +41,7 @@ def error_type(exc: CogsubError) -> str:
     for kind, _, name in API_ERRORS:
         if isinstance(exc, kind):
             return name
-    return "error"
+    return "internal"  # what the API answers for a failure it does not name (a 500)
 
 
 def error_result(exc: CogsubError) -> types.CallToolResult:
@@ -97,7 +97,7 @@ def build_server(callers: Callers) -> Server[Any]:
         spec = TOOLS_BY_NAME.get(params.name)
         if spec is None or spec not in shown:
             names = ", ".join(s.name for s in shown)
-            return error_result(CogsubError(f"no tool {params.name!r} here; tools: {names}"))
+            return error_result(NotFoundError(f"no tool {params.name!r} here; tools: {names}"))
         try:
             call = parse_call(spec, params.arguments, pinned_bank=pinned)
             async with callers.client(ctx.request) as client:

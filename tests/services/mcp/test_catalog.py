@@ -159,7 +159,7 @@ def test_list_banks_takes_no_bank_and_pages_within_the_api_limit():
         (AuthenticationError("unknown API key"), "unauthenticated"),
         (NotFoundError("no such memory"), "not_found"),
         (InvalidInputError([FieldProblem("k", "too small")]), "invalid_input"),
-        (CogsubError("something else"), "error"),
+        (CogsubError("something else"), "internal"),
     ],
 )
 def test_errors_become_tool_errors_with_the_api_error_body(error, kind):

@@ -47,8 +47,10 @@ async def test_the_unpinned_endpoint_lists_bank_tools_and_list_banks_to_a_key_of
         async with _session(app, "/mcp", KEY_A) as one_bank:
             names = {tool.name for tool in (await one_bank.list_tools()).tools}
             assert "list_banks" not in names and len(names) == len(TOOLS) - 1
-            listed = await one_bank.call_tool("list_banks", {})
-            assert listed.is_error and "no tool 'list_banks' here" in str(listed.content)
+            listed = failed(await one_bank.call_tool("list_banks", {}), "not_found")
+            assert "no tool 'list_banks' here" in listed["message"]
+            unknown = failed(await one_bank.call_tool("no_such_tool", {}), "not_found")
+            assert "no tool 'no_such_tool' here" in unknown["message"]
 
 
 async def test_the_pinned_endpoint_hides_the_bank_and_the_bank_wide_tools(stack, banks):

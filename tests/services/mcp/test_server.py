@@ -46,7 +46,7 @@ async def test_a_failing_tool_is_a_tool_error_and_the_server_goes_on():
         async with ClientSession(*client_streams) as session:
             await session.initialize()
             result = await session.call_tool("recall", {"bank_id": "b", "query": "q"})
-            error = failed(result, "error")
+            error = failed(result, "internal")
             assert "see the server log" in error["message"]
             assert "a bug somewhere" not in error["message"]  # the details stay in the log
             assert len((await session.list_tools()).tools) > 1  # still serving
