@@ -18,23 +18,14 @@ from pydantic import BaseModel
 from rich.console import Console
 from rich.table import Table
 
-from cogsub.cli.memory import open_client
-from cogsub.core.events import FactType
+from cogsub.cli.memory import fact_types, open_client
 from cogsub.core.history import LinkedMemory, MemoryHistory
 from cogsub.core.listing import DEFAULT_PAGE_LIMIT, MAX_PAGE_LIMIT, BankPage, MemoryPage
 from cogsub.core.memory import MemoryRecord
 from cogsub.runtime import Settings
 
-_TYPES = [t.value for t in FactType]
 _PREVIEW = 80
 M = TypeVar("M", bound=BaseModel)
-
-
-def _fact_types(text: str) -> list[str]:
-    types = [t.strip() for t in text.split(",") if t.strip()]
-    if not types or any(t not in _TYPES for t in types):
-        raise argparse.ArgumentTypeError(f"choose from {', '.join(_TYPES)} (comma-separated)")
-    return types
 
 
 def _page_limit(text: str) -> int:
@@ -53,7 +44,7 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
     actions = memories.add_subparsers(dest="action", required=True)
     listing = actions.add_parser("list", help="a bank's memories, newest first")
     listing.add_argument("bank", help="the bank id")
-    listing.add_argument("--types", type=_fact_types, help="e.g. world,experience")
+    listing.add_argument("--types", type=fact_types, help="e.g. world,experience")
     listing.add_argument("--tag", dest="tags", action="append", help="any of these (repeatable)")
     listing.add_argument("--since", help="ISO-8601 with a timezone, inclusive")
     listing.add_argument("--until", help="ISO-8601 with a timezone, exclusive")

@@ -14,24 +14,14 @@ import sys
 
 from rich.console import Console
 
-from cogsub.cli.memory import open_client
+from cogsub.cli.memory import fact_types, open_client
 from cogsub.core.context import (
     DEFAULT_ANSWER_TOKENS,
     DEFAULT_CONTEXT_TOKENS,
     Answer,
     ContextFormat,
 )
-from cogsub.core.events import FactType
 from cogsub.runtime import Settings
-
-_TYPES = [t.value for t in FactType]
-
-
-def _fact_types(text: str) -> list[str]:
-    types = [t.strip() for t in text.split(",") if t.strip()]
-    if not types or any(t not in _TYPES for t in types):
-        raise argparse.ArgumentTypeError(f"choose from {', '.join(_TYPES)} (comma-separated)")
-    return types
 
 
 def _common(command: argparse.ArgumentParser, budget: int) -> None:
@@ -39,7 +29,7 @@ def _common(command: argparse.ArgumentParser, budget: int) -> None:
     command.add_argument(
         "--max-tokens", type=int, default=budget, help=f"the block's budget (default {budget})"
     )
-    command.add_argument("--types", type=_fact_types, help="e.g. procedure,preference")
+    command.add_argument("--types", type=fact_types, help="e.g. procedure,preference")
     command.add_argument("--url", help="the API to use (default: see `cogsub recall --help`)")
 
 

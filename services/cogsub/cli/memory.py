@@ -38,7 +38,8 @@ PROBE_TIMEOUT_S = 1.0
 _TYPES = [t.value for t in FactType]
 
 
-def _fact_types(text: str) -> list[str]:
+def fact_types(text: str) -> list[str]:
+    """A ``--types`` argument: comma-separated fact types, each one of ``FactType``."""
     types = [t.strip() for t in text.split(",") if t.strip()]
     unknown = [t for t in types if t not in _TYPES]
     if unknown or not types:
@@ -64,7 +65,7 @@ def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
     )
     recall.add_argument("bank", help="the bank id")
     recall.add_argument("query", help="what the agent is about to do or asks about")
-    recall.add_argument("--types", type=_fact_types, help="e.g. procedure,preference")
+    recall.add_argument("--types", type=fact_types, help="e.g. procedure,preference")
     recall.add_argument("--k", type=int, default=10, help="at most this many results")
     recall.add_argument("--max-tokens", type=int, help="token budget of the results")
     recall.add_argument("--json", action="store_true", help="print the response as JSON")
