@@ -43,6 +43,8 @@ def test_a_store_over_banks_reports_recall_beside_the_embedding(
     assert row["p95_over_embedding_p50"] == pytest.approx(excluded["p95_ms"] / embed_p50, 0.01)
     assert row["target_p95_ms"] == 60 and row["rss_store_growth_mib"] > 0
     assert row["rss_per_million_memories_mib"] is None  # 1,500 memories: fixed costs dominate
+    again = row["repeated_questions"]  # cached query vectors: nothing embedded, CPU counted
+    assert 0 < again["p50_ms"] <= again["p95_ms"] and again["cpu_ms_per_recall"] > 0
     printed = capsys.readouterr().out
     assert "hash-384" in printed and "(≤ 60: " in printed
 
