@@ -159,6 +159,56 @@ def test_the_playground_bars_sum_to_each_score(
     phone.shoot("playground-phone-dark")
 
 
+def _retrievals(api: httpx.Client, bank: str, memory_id: str) -> int:
+    answer = api.get(f"/v1/banks/{bank}/memories/{memory_id}/history")
+    assert answer.status_code == 200, answer.text
+    return int(answer.json()["signals"]["retrieval_count"])
+
+
+def test_the_playground_looks_without_reinforcing_and_its_picker_keeps_the_query(
+    server: ConsoleServer, console: Console, unique_name: str
+) -> None:
+    bank, other = f"{unique_name}-vpn", f"{unique_name}-vpn-other"
+    with server.client() as api:
+        memory = _retain(api, bank, "The VPN needs a hardware token.", "world")
+        _retain(api, other, "The office wifi is open.", "world")
+    tab = console(server)
+    tab.open(f"#/playground/{bank}?q=VPN+token&k=5&max_tokens=300&types=world")
+    assert tab.page.locator(f'#hits li[data-memory="{memory}"]').count() == 1
+    assert memory in tab.page.locator("#context-block").inner_text()
+    time.sleep(1.5)  # retrieval feedback is flushed within 0.5 s of a recall
+    with server.client() as api:
+        assert _retrievals(api, bank, memory) == 0
+        # The same context call, reinforcing: the count does move, so the check above can fail.
+        counted = api.post(f"/v1/banks/{bank}/context", json={"query": "VPN token"})
+        assert counted.status_code == 200, counted.text
+        deadline = time.monotonic() + 10
+        while _retrievals(api, bank, memory) == 0 and time.monotonic() < deadline:
+            time.sleep(0.2)
+        assert _retrievals(api, bank, memory) == 1
+    tab.rendered_after(lambda: tab.page.select_option("select[name=bank]", other))
+    route = tab.page.evaluate("location.hash")
+    assert route.startswith(f"#/playground/{other}?")
+    for part in ("q=VPN+token", "k=5", "max_tokens=300", "types=world"):
+        assert part in route, route
+
+
+def test_banks_retained_while_the_tab_is_open_appear_without_a_reload(
+    server: ConsoleServer, console: Console, unique_name: str
+) -> None:
+    bank = f"{unique_name}-late"
+    tab = console(server)
+    tab.open("#/banks")
+    assert tab.page.locator(f'#banks tr[data-bank="{bank}"]').count() == 0
+    with server.client() as api:
+        _retain(api, bank, "The late bank keeps its notes here.", "world")
+    tab.open("#/operations")  # a page with a bank picker
+    options = tab.page.locator("select[name=bank] option").all_inner_texts()
+    assert bank in options
+    tab.open("#/banks")
+    assert "world 1" in tab.page.locator(f'#banks tr[data-bank="{bank}"]').inner_text()
+
+
 def test_a_dead_letter_is_republished_from_the_operations_page(
     server: ConsoleServer, console: Console, unique_name: str
 ) -> None:
@@ -245,9 +295,19 @@ def test_a_key_for_bank_a_never_shows_bank_b(
         ):
             tab.open(route)
             assert bank_b not in tab.page.locator("body").inner_text()
+        # The lag counts every tenant's records: a bank key sees a dash and why.
+        assert tab.page.locator('[data-lag="Ingestion lag"]').inner_text() == "—"
+        assert tab.page.locator("#lag-note").count() == 1
         assert tab.page.evaluate("localStorage.length") == 0
         assert tab.page.evaluate("document.cookie") == ""
         assert not [b for b in bodies if bank_b in b], "bank B reached the page"
+        tab.open("#/keys")
+        assert tab.page.locator("#who").inner_text() != ""
+        tab.rendered_after(lambda: tab.page.get_by_role("button", name="Forget the key").click())
+        assert tab.page.evaluate("sessionStorage.length") == 0
+        assert tab.page.locator("#who").inner_text() == ""
+        assert tab.page.get_by_role("button", name="Forget the key").count() == 0
+        assert "No key is set" in tab.page.locator("main").inner_text()
 
 
 def _text_of(response: object) -> str:

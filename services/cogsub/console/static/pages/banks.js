@@ -3,19 +3,20 @@
 import { field, formatTime, h } from "../dom.js";
 import { routeTo } from "../router.js";
 import { get } from "../api.js";
-import { bankIds, session } from "../session.js";
+import { bankIds, refreshBanks, session } from "../session.js";
 
 export async function banksPage() {
-  const status = await get("/v1/operations/status");
+  const [status] = await Promise.all([get("/v1/operations/status"), refreshBanks()]);
   session.status = status;
   const summaries = new Map(session.banks.map((b) => [b.bank_id, b]));
   const rows = bankIds().map((id) => bankRow(summaries.get(id) || { bank_id: id, counts: {} }));
   return h("section", {},
     h("h1", {}, "Banks"),
     h("div", { class: "tiles" },
-      tile("Ingestion lag", status.lag.ingestion, "experience.raw records not yet indexed"),
-      tile("Extraction lag", status.lag.extraction, "announcements not yet consolidated")),
-    !session.listing && h("p", { class: "muted" }, "This server has no bank listing (GET /v1/banks): counts are unknown, banks come from your key and recent rounds."),
+      tile("Ingestion lag", status.lag ? status.lag.ingestion : undefined, "experience.raw records not yet indexed"),
+      tile("Extraction lag", status.lag ? status.lag.extraction : undefined, "announcements not yet consolidated")),
+    // The lag counts every tenant's records, so the API tells it to operators only.
+    !status.lag && h("p", { class: "muted", id: "lag-note" }, "Pipeline lag spans every bank: only an operator key (or a keyless server) sees it."),
     rows.length
       ? h("div", { class: "scroll" }, h("table", { id: "banks" },
         h("thead", {}, h("tr", {}, ["Bank", "Memories", "By type", "Newest", ""].map((t) => h("th", { scope: "col" }, t)))),
@@ -25,8 +26,10 @@ export async function banksPage() {
 }
 
 function tile(label, value, hint) {
+  // undefined: not shown to this key; null: the bus did not answer.
+  const shown = value === undefined ? "—" : value === null ? "unknown" : String(value);
   return h("div", { class: "tile", title: hint },
-    h("span", { class: "tile-value", "data-lag": label }, value === null ? "unknown" : String(value)),
+    h("span", { class: "tile-value", "data-lag": label }, shown),
     h("span", { class: "tile-label" }, label));
 }
 

@@ -12,7 +12,7 @@ export async function keysPage(route) {
     field("API key", input, "Sent as the bearer header; kept in this tab's session storage only."),
     h("div", { class: "row" },
       h("button", { type: "submit" }, "Use this key"),
-      storedKey() && h("button", { type: "button", class: "secondary", onclick: () => forget(message) }, "Forget the key")));
+      storedKey() && h("button", { type: "button", class: "secondary", onclick: forget }, "Forget the key")));
   return h("section", {},
     h("h1", {}, "API key"),
     reason && h("p", { class: "error", role: "alert" }, reason),
@@ -34,9 +34,10 @@ async function submit(event, input, message) {
   }
 }
 
-function forget(message) {
+// Drawn again from scratch, so neither the page nor the header still speaks for the old key.
+function forget() {
   storeKey(null);
   session.status = null;
   session.banks = [];
-  message.textContent = "The key is forgotten.";
+  window.dispatchEvent(new HashChangeEvent("hashchange"));
 }

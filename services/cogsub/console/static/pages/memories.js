@@ -1,6 +1,7 @@
 // A bank's memories, newest first, filtered by type, tag and time, a page at a time.
 
-import { ApiError, bankPath, get, query } from "../api.js";
+import { bankPath, get, query } from "../api.js";
+import { refreshBanks } from "../session.js";
 import { errorBox, field, formatTime, h } from "../dom.js";
 import { routeTo } from "../router.js";
 import { bankPicker, checkedTypes, chosenBank, noBank, typeBoxes } from "./common.js";
@@ -8,6 +9,7 @@ import { bankPicker, checkedTypes, chosenBank, noBank, typeBoxes } from "./commo
 const PAGE_SIZE = 25;
 
 export async function memoriesPage(route) {
+  await refreshBanks();
   const bank = chosenBank(route);
   if (!bank) return noBank();
   const p = route.params;
@@ -52,9 +54,6 @@ async function listing(bank, filters) {
   try {
     page = await get(bankPath(bank, "/memories") + query({ ...filters, limit: PAGE_SIZE }));
   } catch (error) {
-    if (error instanceof ApiError && (error.status === 404 || error.status === 405)) {
-      return h("p", { class: "muted" }, "This server cannot list memories yet; open one by id below.");
-    }
     return errorBox(error);
   }
   if (!page.memories.length) return h("p", { class: "muted", id: "no-memories" }, "No memories match.");

@@ -1,25 +1,16 @@
 // One memory: its text, signals, the archived event, and its lineage as a graph.
 
-import { ApiError, bankPath, get } from "../api.js";
+import { bankPath, get } from "../api.js";
 import { formatTime, h } from "../dom.js";
 import { lineageGraph, renderLineage } from "../lineage.js";
 import { routeTo } from "../router.js";
 
 export async function memoryPage(route) {
   const [bank, id] = route.args;
-  const path = bankPath(bank, `/memories/${encodeURIComponent(id)}`);
-  let history = null;
-  let record;
-  try {
-    history = await get(path + "/history");
-    record = history.memory;
-  } catch (error) {
-    if (!(error instanceof ApiError) || error.status !== 404) throw error;
-    record = await get(path); // no history route on this server (or a 404 the get repeats)
-    history = archivedLineage(bank, record);
-  }
+  const history = await get(bankPath(bank, `/memories/${encodeURIComponent(id)}/history`));
+  const record = history.memory;
   return h("section", { class: "memory" },
-    h("h1", {}, h("span", { class: `chip t-${record.fact_type}` }, (history && history.kind) || record.fact_type || "memory"), " ", record.id),
+    h("h1", {}, h("span", { class: `chip t-${record.fact_type}` }, history.kind || record.fact_type || "memory"), " ", record.id),
     h("p", { class: "muted" }, h("a", { href: routeTo("memories", [bank]) }, `← ${bank}`), ` · ${formatTime(record.timestamp)}`,
       record.tags.length ? ` · tags: ${record.tags.join(", ")}` : ""),
     h("div", { class: "split" },
@@ -27,19 +18,9 @@ export async function memoryPage(route) {
       h("div", {}, h("h2", {}, "Signals"), signals(record, history))),
     h("h2", {}, "Lineage"),
     lineage(bank, history),
-    history && supersessions(history),
+    supersessions(history),
     h("details", {}, h("summary", {}, "Archived event"),
       h("pre", { class: "json", id: "archived-event" }, JSON.stringify(record.archived_event, null, 2))));
-}
-
-// Without the history route, what the archived event itself names: the memories it came from.
-function archivedLineage(bank, record) {
-  const sources = findKey(record.archived_event, "sources");
-  return {
-    bank_id: bank, memory_id: record.id, memory: record, kind: null, versions: [], supersedes: [],
-    superseded_by: null, evidence: [], corrections: [], signals: null,
-    sources: (Array.isArray(sources) ? sources : []).map((id) => ({ memory_id: String(id), relation: "source" })),
-  };
 }
 
 function memoryText(record) {
@@ -65,7 +46,7 @@ function findKey(value, key) {
 }
 
 function signals(record, history) {
-  const s = (history && history.signals) || {};
+  const s = history.signals || {};
   const rows = [
     ["importance", s.importance_score ?? record.importance_score],
     ["decay", s.decay_factor],

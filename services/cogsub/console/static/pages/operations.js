@@ -3,13 +3,15 @@
 import { ApiError, bankPath, get, post, query } from "../api.js";
 import { errorBox, formatTime, h } from "../dom.js";
 import { routeTo } from "../router.js";
-import { session } from "../session.js";
+import { refreshBanks, session } from "../session.js";
 import { bankPicker, chosenBank } from "./common.js";
 
 const DEPENDENCIES = ["index", "archive", "bus"];
 
 export async function operationsPage(route) {
-  const [ready, rounds] = await Promise.all([readiness(), get("/v1/operations/consolidation-rounds?limit=20")]);
+  const [ready, rounds] = await Promise.all([
+    readiness(), get("/v1/operations/consolidation-rounds?limit=20"), refreshBanks(),
+  ]);
   const bank = chosenBank(route);
   return h("section", {},
     h("h1", {}, "Operations"),

@@ -1,12 +1,14 @@
 // Recall playground: a query's results with each signal's share of the score, and the context block.
 
-import { ApiError, bankPath, post } from "../api.js";
+import { bankPath, post } from "../api.js";
+import { refreshBanks } from "../session.js";
 import { errorBox, field, h } from "../dom.js";
 import { routeTo } from "../router.js";
 import { barWidths, signalShares } from "../shares.js";
 import { bankPicker, checkedTypes, chosenBank, noBank, typeBoxes } from "./common.js";
 
 export async function playgroundPage(route) {
+  await refreshBanks();
   const bank = chosenBank(route);
   if (!bank) return noBank();
   const p = route.params;
@@ -34,14 +36,17 @@ export async function playgroundPage(route) {
   }) : h("p", { class: "muted" }, "Ask something to see what recall returns and why.");
   return h("section", {},
     h("h1", {}, "Recall playground"),
-    bankPicker(bank, (id) => routeTo("playground", [id], { q: p.get("q") })),
+    bankPicker(bank, (id) => routeTo("playground", [id], {
+      q: p.get("q"), k: p.get("k"), max_tokens: p.get("max_tokens"), types: p.get("types"),
+    })),
     form, body);
 }
 
 async function outcome(bank, request) {
   const recall = post(bankPath(bank, "/recall"), { ...request, reinforce: false });
+  // Looking is not using: neither call counts toward the memories' reinforcement.
   const context = post(bankPath(bank, "/context"), {
-    query: request.query, types: request.types, max_tokens: request.max_tokens || 1000,
+    query: request.query, types: request.types, max_tokens: request.max_tokens || 1000, reinforce: false,
   });
   const [results, block] = await Promise.allSettled([recall, context]);
   return h("div", { class: "split" },
@@ -94,11 +99,7 @@ function legend(names) {
 }
 
 function contextBlock(settled) {
-  if (settled.status === "rejected") {
-    const error = settled.reason;
-    if (error instanceof ApiError && error.status === 404) return h("p", { class: "muted" }, "This server has no context route yet.");
-    return errorBox(error);
-  }
+  if (settled.status === "rejected") return errorBox(settled.reason);
   const block = settled.value;
   return h("div", {},
     h("p", { class: "muted" }, `${block.tokens} of ${block.max_tokens} tokens`),
