@@ -746,6 +746,47 @@ class MemoryIndexContract:
         assert await listed(until=BASE_TIME + timedelta(hours=2)) == ["proc", "world", "none"]
         assert await listed(fact_types=frozenset()) == []
 
+    async def test_list_newest_leaves_older_procedure_versions_out_as_recall_does(
+        self, index: MemoryIndex, bank: str, other_bank: str
+    ) -> None:
+        def version(name: str, pid: str, number: int, minutes: int, *tags: str) -> IndexDocument:
+            at = BASE_TIME + timedelta(minutes=minutes)
+            tags = (f"procedure:{pid}", f"version:{number}", *tags)
+            return self.doc(bank, name, timestamp=at, tags=tags, fact_type=FactType.PROCEDURE)
+
+        # Versions need not be newest by time; another bank's later version is not this bank's.
+        await index.upsert(
+            [
+                version("d1", "deploy", 1, 9, "red"),
+                version("d2", "deploy", 2, 8, "red"),
+                version("d3", "deploy", 3, 1),
+                version("b1", "backup", 1, 7, "red"),
+                *(
+                    self.doc(bank, f"p{i}", timestamp=BASE_TIME + timedelta(minutes=6))
+                    for i in (1, 2)
+                ),
+                make_doc(
+                    other_bank,
+                    "d9",
+                    dimension=self.dimension,
+                    tags=["procedure:backup", "version:9"],
+                ),
+            ]
+        )
+
+        async def listed(size: int, **options: Any) -> list[str]:
+            tags = options.pop("tags_any", None)
+            filters = SearchFilters(bank_id=bank, tags_any=tags)
+            docs = await self.listed(index, filters, size=size, **options)
+            return [doc.event_id.removeprefix(f"{bank}-") for doc in docs]
+
+        for size in (1, 2, 5):
+            assert await listed(size) == ["b1", "p2", "p1", "d3"]
+        every = await listed(2, include_superseded=True)
+        assert every == ["d1", "d2", "b1", "p2", "p1", "d3"]
+        # The newest version is the bank's, whatever the filters let through.
+        assert await listed(2, tags_any=frozenset({"red"})) == ["b1"]
+
     async def test_list_newest_lists_once_what_stays_while_others_come_and_go(
         self, index: MemoryIndex, bank: str
     ) -> None:

@@ -11,7 +11,7 @@ counts per fact type and the newest timestamp under each bank.
 
 from __future__ import annotations
 
-from collections.abc import Collection, Mapping
+from collections.abc import Collection, Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Any, Protocol
 
@@ -22,12 +22,21 @@ from cogsub.core.documents import IndexDocument
 from cogsub.core.errors import CogsubError, FieldProblem, InvalidInputError
 from cogsub.core.events import FactType, format_timestamp
 from cogsub.core.listing import ListingKey
+from cogsub.core.memory import PROCEDURE_TAG_PREFIX
 from cogsub.index.opensearch_errors import translated
 from cogsub.index.opensearch_queries import Body, check_size, filters_clause
-from cogsub.index.ports import BankCounts, SearchFilters
+from cogsub.index.ports import (
+    BankCounts,
+    SearchFilters,
+    is_newest_version,
+    newest_versions,
+    procedure_of,
+)
 
 #: The bucket key of documents without a fact type (``missing_bucket`` answers ``null``).
 _UNTYPED = None
+#: Documents one scan reads while looking up a procedure's versions.
+_VERSION_PAGE = 500
 
 
 def newest_query(
@@ -126,6 +135,43 @@ class _Adapter(Protocol):
     _client: Any
     _index: str
 
+    async def scan(
+        self, filters: SearchFilters, *, size: int, after: str | None = None
+    ) -> list[IndexDocument]: ...
+
+
+async def _rows_after(
+    index: _Adapter,
+    filters: SearchFilters,
+    size: int,
+    after: ListingKey | None,
+    include_superseded: bool,
+) -> list[IndexDocument]:
+    body = newest_query(filters, size, after=after, include_superseded=include_superseded)
+    if size == 0 or filters.fact_types == frozenset() or filters.tags_any == frozenset():
+        return []
+    with translated("list"):
+        response = await index._client.search(index=index._index, body=body)
+    hits = response["hits"]["hits"]
+    return [_listed_document(raw["_source"], filters.bank_id) for raw in hits]
+
+
+async def _newest_versions(
+    index: _Adapter, bank_id: str, docs: Sequence[IndexDocument]
+) -> dict[str, int]:
+    """The newest version in the bank of each procedure ``docs`` hold a version of."""
+    wanted = {found[0] for doc in docs if (found := procedure_of(doc.tags)) is not None}
+    if not wanted:
+        return {}
+    tags = frozenset(f"{PROCEDURE_TAG_PREFIX}{pid}" for pid in wanted)
+    filters = SearchFilters(bank_id=bank_id, tags_any=tags)
+    seen: list[list[str]] = []
+    after: str | None = None
+    while page := await index.scan(filters, size=_VERSION_PAGE, after=after):
+        seen += [doc.tags for doc in page]
+        after = page[-1].event_id
+    return newest_versions(seen, wanted)
+
 
 class OpenSearchListing:
     """The port's listing calls, mixed into ``OpenSearchMemoryIndex`` (kept out of its module)."""
@@ -138,14 +184,20 @@ class OpenSearchListing:
         after: ListingKey | None = None,
         include_superseded: bool = False,
     ) -> list[IndexDocument]:
-        """Documents matching ``filters`` newest first, after the cursor."""
-        body = newest_query(filters, size, after=after, include_superseded=include_superseded)
-        if size == 0 or filters.fact_types == frozenset() or filters.tags_any == frozenset():
-            return []
-        with translated("list"):
-            response = await self._client.search(index=self._index, body=body)
-        hits = response["hits"]["hits"]
-        return [_listed_document(raw["_source"], filters.bank_id) for raw in hits]
+        """Documents matching ``filters`` newest first, after the cursor; unless
+        ``include_superseded``, without the superseded and without a procedure version
+        older than another of the bank (dropped after the read, the page topped up)."""
+        kept: list[IndexDocument] = []
+        wanted, cursor = size, after
+        while True:
+            page = await _rows_after(self, filters, wanted, cursor, include_superseded)
+            if include_superseded:
+                return page
+            newest = await _newest_versions(self, filters.bank_id, page)
+            kept += [doc for doc in page if is_newest_version(doc, newest)]
+            if len(page) < wanted or len(kept) >= size:
+                return kept
+            wanted, cursor = size - len(kept), ListingKey(page[-1].timestamp, page[-1].event_id)
 
     async def bank_counts(
         self: _Adapter,

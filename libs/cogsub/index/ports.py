@@ -182,6 +182,12 @@ def newest_versions(tag_sets: Iterable[Sequence[str]], wanted: Collection[str]) 
     return newest
 
 
+def is_newest_version(doc: IndexDocument, newest: Mapping[str, int]) -> bool:
+    """False for a procedure version of which ``newest`` knows a later one."""
+    found = procedure_of(doc.tags)
+    return found is None or found[1] >= newest.get(found[0], found[1])
+
+
 def procedure_of(tags: Sequence[str]) -> tuple[str, int] | None:
     """(procedure id, version) of a procedure memory's tags; ``None`` for any other."""
     pid = version = None

@@ -135,7 +135,9 @@ def linked(read: Read, relation: Relation) -> LinkedMemory:
     )
 
 
-def signals_of(doc: IndexDocument) -> MemorySignals:
+def signals_of(doc: IndexDocument, *, replaced: bool = False) -> MemorySignals:
+    """The index's signals; ``replaced``: a record or a newer procedure version says it is
+    superseded (a version retained with ``supersedes`` leaves no tag on the one before)."""
     derived_proof = any(t.startswith(PROOF_TAG) for t in doc.tags)
     return MemorySignals(
         importance_score=doc.importance_score,
@@ -144,7 +146,7 @@ def signals_of(doc: IndexDocument) -> MemorySignals:
         reward_score=doc.reward_score,
         confidence=doc.confidence,
         proof_count=proof_count(doc) if derived_proof else None,
-        superseded=is_superseded(doc),
+        superseded=replaced or is_superseded(doc),
     )
 
 
@@ -192,18 +194,19 @@ def assemble(
     assert memory.doc is not None and memory.event is not None
     corrections = [s for s in sources if s.fact_type is FactType.CORRECTION]
     kind = memory.structured.get("kind") if memory.derived else None
+    superseded_by = replaced.get(memory.memory_id)
     return MemoryHistory(
         bank_id=bank_id,
         memory_id=memory.memory_id,
         memory=memory_record(memory.doc, dict(memory.event)),
         kind=kind if isinstance(kind, str) else None,
         versions=version_line(line or [memory], replaced),
-        superseded_by=replaced.get(memory.memory_id),
+        superseded_by=superseded_by,
         supersedes=list(supersedes),
         sources=[linked(s, "source") for s in sources if s not in corrections],
         evidence=[linked(e, "evidence") for e in evidence],
         corrections=[linked(c, "correction") for c in corrections],
-        signals=signals_of(memory.doc),
+        signals=signals_of(memory.doc, replaced=superseded_by is not None),
     )
 
 

@@ -243,6 +243,23 @@ async def test_an_update_whose_new_version_is_refused_leaves_the_old_one_live(
     assert old in [h["id"] for h in await recalled(api, "when is standup")]
 
 
+async def test_a_procedure_version_retained_with_supersedes_hides_the_one_before(
+    api: httpx.AsyncClient,
+) -> None:
+    v1 = await posted(api, "procedures", {"steps": ["make build", "deploy"], "rationale": "std"})
+    steps = ["make build", "drain", "deploy"]
+    v2 = await posted(api, "procedures", {"steps": steps, "supersedes": v1})
+    route = f"/v1/banks/{BANK}/memories"
+    listed = (await api.get(route, params={"types": "procedure"})).json()["memories"]
+    assert [m["id"] for m in listed] == [v2]
+    every = await api.get(route, params={"types": "procedure", "include_superseded": "true"})
+    assert {m["id"] for m in every.json()["memories"]} == {v1, v2}
+    old = (await api.get(f"{route}/{v1}/history")).json()
+    assert old["superseded_by"]["superseded_by"] == v2 and old["signals"]["superseded"]
+    new = (await api.get(f"{route}/{v2}/history")).json()
+    assert new["superseded_by"] is None and not new["signals"]["superseded"]
+
+
 # -- the pure part --------------------------------------------------------------------------------
 
 

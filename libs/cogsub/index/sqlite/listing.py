@@ -10,14 +10,21 @@ from __future__ import annotations
 
 import json
 import sqlite3
-from collections.abc import Collection
+from collections.abc import Collection, Sequence
 from dataclasses import replace
 
 from cogsub.core.derived import SUPERSEDED_BY_TAG
 from cogsub.core.documents import IndexDocument
 from cogsub.core.events import FactType
 from cogsub.core.listing import ListingKey
-from cogsub.index.ports import BankCounts, SearchFilters
+from cogsub.core.memory import PROCEDURE_TAG_PREFIX
+from cogsub.index.ports import (
+    BankCounts,
+    SearchFilters,
+    is_newest_version,
+    newest_versions,
+    procedure_of,
+)
 from cogsub.index.sqlite.columns import timestamp_us
 from cogsub.index.sqlite.reads import filter_sql
 
@@ -35,6 +42,45 @@ _BY_TYPE = ("documents_newest_by_type", " AND d.fact_type = ?")
 
 
 def newest_page(
+    conn: sqlite3.Connection,
+    filters: SearchFilters,
+    size: int,
+    after: ListingKey | None,
+    include_superseded: bool,
+) -> list[IndexDocument]:
+    """A page newest first; unless ``include_superseded``, without the superseded and
+    without a procedure version older than another of the bank (as recall leaves them out).
+
+    A version's successor carries no tag on the old one, so older versions are dropped
+    after the read and the page topped up from past its last row.
+    """
+    kept: list[IndexDocument] = []
+    wanted, cursor = size, after
+    while True:
+        page = _rows_after(conn, filters, wanted, cursor, include_superseded)
+        if include_superseded:
+            return page
+        newest = _newest_versions(conn, filters.bank_id, page)
+        kept += [doc for doc in page if is_newest_version(doc, newest)]
+        if len(page) < wanted or len(kept) >= size:
+            return kept
+        wanted, cursor = size - len(kept), ListingKey(page[-1].timestamp, page[-1].event_id)
+
+
+def _newest_versions(
+    conn: sqlite3.Connection, bank_id: str, docs: Sequence[IndexDocument]
+) -> dict[str, int]:
+    """The newest version in the bank of each procedure ``docs`` hold a version of."""
+    wanted = {found[0] for doc in docs if (found := procedure_of(doc.tags)) is not None}
+    if not wanted:
+        return {}
+    tags = frozenset(f"{PROCEDURE_TAG_PREFIX}{pid}" for pid in wanted)
+    where, params = filter_sql(SearchFilters(bank_id=bank_id, tags_any=tags))
+    rows = conn.execute(f"SELECT d.tags FROM documents AS d WHERE {where}", params)  # noqa: S608 - clauses are ours
+    return newest_versions((json.loads(tags) for (tags,) in rows), wanted)
+
+
+def _rows_after(
     conn: sqlite3.Connection,
     filters: SearchFilters,
     size: int,
