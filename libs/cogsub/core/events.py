@@ -21,12 +21,13 @@ from pydantic import (
     ConfigDict,
     Field,
     JsonValue,
+    TypeAdapter,
     ValidationError,
     field_serializer,
 )
 from pydantic.alias_generators import to_camel
 
-from cogsub.core.errors import FieldProblem, InvalidEventError
+from cogsub.core.errors import FieldProblem, InvalidEventError, InvalidInputError
 
 MAX_ID_LENGTH = 128
 MAX_TEXT_LENGTH = 32_768
@@ -84,6 +85,17 @@ def _check_safe_id(value: str) -> str:
 SafeId = Annotated[
     str, Field(min_length=1, max_length=MAX_ID_LENGTH), AfterValidator(_check_safe_id)
 ]
+#: ``SafeId`` outside a model: its JSON schema, and the check behind ``checked_safe_id``.
+SAFE_ID: TypeAdapter[str] = TypeAdapter(SafeId)
+
+
+def checked_safe_id(field: str, value: object) -> str:
+    """``value`` as a safe id, else InvalidInputError naming ``field`` and each rule it broke."""
+    try:
+        return SAFE_ID.validate_python(value)
+    except ValidationError as exc:
+        rules = "; ".join(e["msg"] for e in exc.errors(include_url=False))
+        raise InvalidInputError([FieldProblem(field, rules)]) from None
 
 
 def _require_iso_text(value: object) -> object:

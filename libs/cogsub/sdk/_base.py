@@ -17,11 +17,11 @@ from typing import Any, Generic, Literal, TypeVar
 from urllib.parse import quote
 
 import httpx
-from pydantic import BaseModel, TypeAdapter, ValidationError
+from pydantic import BaseModel, ValidationError
 
 from cogsub.core.context import Answer, AnswerRequest, ContextBlock, ContextRequest
 from cogsub.core.errors import FieldProblem, InvalidInputError
-from cogsub.core.events import FactType, SafeId
+from cogsub.core.events import FactType, checked_safe_id
 from cogsub.core.history import MemoryHistory, MemoryUpdate
 from cogsub.core.lifecycle import ForgetBankReport, ForgetReport, ImportReport, LineProblem
 from cogsub.core.listing import MAX_BANK_PAGE_LIMIT, BankPage, MemoryListFilters, MemoryPage
@@ -48,8 +48,6 @@ JSON_LINES = "application/x-ndjson"
 ContextArg = RetainContext | Mapping[str, str | None] | None
 TimeArg = datetime | str | None
 LinesArg = str | bytes | Iterable[str | bytes]
-
-_SAFE_ID: TypeAdapter[str] = TypeAdapter(SafeId)
 
 
 # The SDK's names for the API's answers: the very models the server answers with.
@@ -98,12 +96,7 @@ def _validated(model: type[M], fields: Mapping[str, Any]) -> M:
 
 def _segment(name: str, value: str) -> str:
     """``value`` checked as a safe id and percent-encoded for one URL path segment."""
-    try:
-        checked = _SAFE_ID.validate_python(value)
-    except ValidationError as exc:
-        rules = "; ".join(e["msg"] for e in exc.errors(include_url=False))
-        raise InvalidInputError([FieldProblem(name, rules)]) from None
-    return quote(checked, safe="")
+    return quote(checked_safe_id(name, value), safe="")
 
 
 def _bank_path(bank_id: str, *rest: str) -> str:

@@ -24,16 +24,13 @@ import ipaddress
 import json
 from collections.abc import Iterable, Mapping
 
-from pydantic import TypeAdapter, ValidationError
-
 from cogsub.core.errors import (
     AuthenticationError,
     ConfigurationError,
-    FieldProblem,
     InvalidInputError,
     PermissionDeniedError,
 )
-from cogsub.core.events import SafeId
+from cogsub.core.events import checked_safe_id
 
 ALL_BANKS = "*"
 ANY_HOST = "*"
@@ -41,20 +38,10 @@ DIGEST_PREFIX = "sha256:"
 MIN_KEY_LENGTH = 16
 LOOPBACK_NAME = "localhost"
 
-_SAFE_ID: TypeAdapter[str] = TypeAdapter(SafeId)
-
 
 def key_digest(key: str) -> bytes:
     """The SHA-256 digest under which ``key`` is stored."""
     return hashlib.sha256(key.encode()).digest()
-
-
-def _checked_id(field: str, value: str) -> str:
-    try:
-        return _SAFE_ID.validate_python(value)
-    except ValidationError as exc:
-        rules = "; ".join(e["msg"] for e in exc.errors(include_url=False))
-        raise InvalidInputError([FieldProblem(field, rules)]) from None
 
 
 class ApiKeys:
@@ -130,7 +117,7 @@ def _banks_of(banks: Iterable[str], position: int) -> frozenset[str]:
     for bank in banks:
         if bank != ALL_BANKS:
             try:
-                _checked_id("bank_id", bank)
+                checked_safe_id("bank_id", bank)
             except InvalidInputError as exc:
                 raise ConfigurationError(f"API key #{position}: bank {bank!r}: {exc}") from None
         checked.add(bank)
@@ -167,12 +154,12 @@ def within_grant(banks: frozenset[str] | None, bank_id: str) -> str:
     """``bank_id`` if it is among ``banks`` (None: every bank), checked as a safe id."""
     if banks is not None and bank_id not in banks:
         raise PermissionDeniedError("this API key does not grant that bank")
-    return _checked_id("bank_id", bank_id)
+    return checked_safe_id("bank_id", bank_id)
 
 
 def checked_memory_id(memory_id: str) -> str:
     """``memory_id`` from a path, checked as a safe id (422 otherwise)."""
-    return _checked_id("memory_id", memory_id)
+    return checked_safe_id("memory_id", memory_id)
 
 
 def authorize_operator(keys: ApiKeys | None, key: str | None) -> None:

@@ -14,17 +14,16 @@ import asyncio
 import os
 import sys
 
-from pydantic import TypeAdapter, ValidationError
 from rich.console import Console
 
 from cogsub.cli.memory import _running_api
-from cogsub.core.events import SafeId
+from cogsub.core.errors import InvalidInputError
+from cogsub.core.events import checked_safe_id
 from cogsub.runtime import Settings
 from cogsub.sdk import AsyncMemoryClient
+from cogsub.sdk._base import EMBEDDED_URL
 
 API_KEY_ENV = "COGSUB_API_KEY"
-EMBEDDED_URL = "http://embedded.cogsub"
-_SAFE_ID: TypeAdapter[str] = TypeAdapter(SafeId)
 
 
 def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -44,9 +43,9 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
 
 def _bank_id(text: str) -> str:
     try:
-        return _SAFE_ID.validate_python(text)
-    except ValidationError as exc:
-        raise argparse.ArgumentTypeError(exc.errors(include_url=False)[0]["msg"]) from None
+        return checked_safe_id("--bank", text)
+    except InvalidInputError as exc:
+        raise argparse.ArgumentTypeError(exc.problems[0].rule) from None
 
 
 def run(args: argparse.Namespace, settings: Settings, console: Console) -> int:

@@ -14,10 +14,10 @@ from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass
 from typing import Any, Generic, Protocol, TypeVar
 
-from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError, create_model
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model
 
 from cogsub.core.errors import FieldProblem, InvalidInputError
-from cogsub.core.events import SafeId
+from cogsub.core.events import SAFE_ID, SafeId, checked_safe_id
 from cogsub.core.listing import MAX_BANK_PAGE_LIMIT, MAX_CURSOR_LENGTH
 from cogsub.core.memory import BoundaryModel
 from cogsub.sdk import AsyncMemoryClient
@@ -29,7 +29,6 @@ BANK_DESCRIPTION = (
     "the memory bank, one per user or agent: a letter, digit or '_' first, then letters, "
     "digits and _ . : @ + - (no '..')"
 )
-_SAFE_ID: TypeAdapter[str] = TypeAdapter(SafeId)
 
 
 class MemoryRef(BoundaryModel):
@@ -102,7 +101,7 @@ def input_schema(spec: ToolSpec[Any], *, pinned_bank: str | None) -> dict[str, A
     schema.pop("title", None)
     if spec.bank_wide or pinned_bank is not None:
         return schema
-    bank = _SAFE_ID.json_schema()
+    bank = SAFE_ID.json_schema()
     bank["description"] = BANK_DESCRIPTION
     schema["properties"] = {BANK_FIELD: bank, **schema.get("properties", {})}
     schema["required"] = [BANK_FIELD, *schema.get("required", [])]
@@ -145,9 +144,9 @@ def _bank_of(
         problems.append(FieldProblem(BANK_FIELD, "Field required"))
         return ""
     try:
-        return _SAFE_ID.validate_python(sent)
-    except ValidationError as exc:
-        problems.extend(FieldProblem(BANK_FIELD, e["msg"]) for e in exc.errors(include_url=False))
+        return checked_safe_id(BANK_FIELD, sent)
+    except InvalidInputError as exc:
+        problems.extend(exc.problems)
         return ""
 
 
