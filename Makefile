@@ -73,9 +73,34 @@ test-ts: setup-dev
 # Debian's chromium, which the console's Playwright tests drive (Playwright downloads nothing).
 .PHONY: setup-browser console-screenshots
 # A CI image's own build (chromium-browser, Chrome) serves as well; apt needs root (sudo if not).
+# The browser checked is the one the tests pick (COGSUB_TEST_CHROMIUM, else the first of
+# BROWSER_NAMES on PATH). Ubuntu's apt chromium is a stub for the snap, which Playwright cannot
+# drive: a browser under $(SNAP_DIR), a script that runs one, or one whose --version fails is
+# refused with how to install a real one.
+BROWSER_NAMES := chromium chromium-browser google-chrome
+SNAP_DIR ?= /snap
+SUDO := $(if $(filter 0,$(shell id -u)),,sudo)
+FIND_BROWSER = for name in $${COGSUB_TEST_CHROMIUM:-$(BROWSER_NAMES)}; do command -v $$name && break; done
 setup-browser:
-	command -v chromium >/dev/null || command -v chromium-browser >/dev/null || command -v google-chrome >/dev/null || \
-	  ($(if $(filter 0,$(shell id -u)),,sudo) apt-get update -qq && $(if $(filter 0,$(shell id -u)),,sudo) apt-get install -y -qq chromium)
+	@found=$$($(FIND_BROWSER)); \
+	if [ -z "$$found" ]; then \
+	  $(SUDO) apt-get update -qq && $(SUDO) apt-get install -y -qq chromium || exit 1; \
+	  found=$$($(FIND_BROWSER)); \
+	fi; \
+	real=$$(readlink -f "$$found" || echo "$$found"); reason=; \
+	case "$$real" in $(SNAP_DIR)/*) reason="$$found is the snap's $$real";; esac; \
+	if [ -z "$$reason" ] && [ "$$(head -c 2 "$$real")" = "#!" ] && grep -q "$(SNAP_DIR)/" "$$real"; then \
+	  reason="$$found is a script that runs the snap"; fi; \
+	if [ -z "$$reason" ] && ! "$$found" --version >/dev/null 2>&1; then \
+	  reason="'$$found --version' fails (a stub with no browser behind it?)"; fi; \
+	if [ -n "$$reason" ]; then \
+	  echo "setup-browser: refused: $$reason. The console tests need a real Chromium, not the snap:" \
+	    "Debian's chromium package (apt-get install chromium on Debian) or Google Chrome's .deb" \
+	    "(google-chrome-stable), then COGSUB_TEST_CHROMIUM=<its command> if another name comes first" \
+	    "($(BROWSER_NAMES))." >&2; \
+	  exit 1; \
+	fi; \
+	echo "setup-browser: $$found ($$("$$found" --version 2>/dev/null))"
 
 # docs/console/*.png, taken by the console's browser tests themselves.
 console-screenshots: setup-dev setup-browser

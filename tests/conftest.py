@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import os
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
 
-from tests.fixtures import engines
+from tests.fixtures import containers, engines
+from tests.fixtures.skip_guard import PLUGIN_NAME, SkipGuard
 
 pytest_plugins = [
     "tests.fixtures.kafka",
@@ -29,9 +30,18 @@ _EXTERNAL_PREFIXES = ("KAFKA_", "S3_", "OPENSEARCH_", "AWS_", "COGSUB_TEST_")
 def pytest_configure(config: pytest.Config) -> None:
     # A forced engine source that cannot be had stops the run before any test, loudly.
     try:
-        engines.session_choices()
+        choices = engines.session_choices()
+        no_skips = engines.no_skips_required(os.environ)
     except engines.EngineSelectionError as exc:
         raise pytest.UsageError(str(exc)) from exc
+    if no_skips:
+        guard = SkipGuard(lambda item: _must_run(choices, item))
+        config.pluginmanager.register(guard, PLUGIN_NAME)
+
+
+def _must_run(choices: dict[str, engines.Choice], item: pytest.Item) -> bool:
+    connected = item.get_closest_marker("connected") is not None
+    return engines.must_not_skip(choices, connected, getattr(item, "fixturenames", ()))
 
 
 def pytest_report_header(config: pytest.Config) -> list[str]:
@@ -40,12 +50,44 @@ def pytest_report_header(config: pytest.Config) -> list[str]:
 
 
 def pytest_collection_finish(session: pytest.Session) -> None:
-    # Engine images are pulled here, outside every test's timeout, and only for connected tests.
-    if any(item.get_closest_marker("connected") for item in session.items):
+    # Engine images are pulled and their containers started here, outside every test's timeout
+    # (each container has its own, containers.READY_TIMEOUT_S), and only for connected tests.
+    connected = [item for item in session.items if item.get_closest_marker("connected")]
+    if not connected:
+        return
+    try:
+        engines.pull_container_images()
+    except engines.EngineSelectionError as exc:
+        raise pytest.UsageError(str(exc)) from exc
+    if not session.config.option.collectonly:
+        _start_containers(session.config, connected)
+
+
+def _container_starters() -> dict[str, Callable[[], object]]:
+    # Imported here: pytest_plugins imports these modules itself, with assertion rewriting.
+    from tests.fixtures import kafka, opensearch, s3
+
+    return {
+        engines.KAFKA.name: kafka.session_kafka_container,
+        engines.S3.name: s3.session_minio_container,
+        engines.OPENSEARCH.name: opensearch.session_opensearch_container,
+    }
+
+
+def _start_containers(config: pytest.Config, connected: list[pytest.Item]) -> None:
+    needed = engines.containers_to_start(
+        engines.session_choices(), (getattr(item, "fixturenames", ()) for item in connected)
+    )
+    config.add_cleanup(containers.SESSION.close)
+    starters = _container_starters()
+    for engine in needed:
         try:
-            engines.pull_container_images()
-        except engines.EngineSelectionError as exc:
-            raise pytest.UsageError(str(exc)) from exc
+            starters[engine.name]()
+        except Exception as exc:  # any failure to come up stops the run before the first test
+            containers.SESSION.close()
+            raise pytest.UsageError(
+                f"the {engine.name} container did not come up before the first test: {exc}"
+            ) from exc
 
 
 @pytest.fixture(autouse=True)
