@@ -25,7 +25,7 @@ from starlette.requests import Request
 from starlette.routing import Route
 from starlette.types import Receive, Scope, Send
 
-from cogsub.api.auth import ALL_BANKS, ApiKeys, authorize_operator
+from cogsub.api.auth import ApiKeys, authorize_operator, banks_granted
 from cogsub.api.errors import error_response
 from cogsub.core.errors import AuthenticationError, PermissionDeniedError
 from cogsub.sdk import AsyncMemoryClient
@@ -61,12 +61,12 @@ class InProcessCallers:
         return bank if isinstance(bank, str) else None
 
     def several_banks(self, request: Any | None) -> bool:
-        if self._keys is None:
-            return True  # no keys: every bank is open
         header = request.headers.get("authorization") if isinstance(request, Request) else None
-        key = bearer_key(header)
-        banks = self._keys.banks_for(key) if key is not None else None
-        return banks is not None and (ALL_BANKS in banks or len(banks) > 1)
+        try:
+            banks = banks_granted(self._keys, bearer_key(header))
+        except AuthenticationError:
+            return False
+        return banks is None or len(banks) > 1  # None: every bank
 
     @contextlib.asynccontextmanager
     async def client(self, request: Any | None) -> AsyncIterator[AsyncMemoryClient]:
