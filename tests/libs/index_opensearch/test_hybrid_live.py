@@ -3,7 +3,8 @@
 ``test_queries.py`` pins the bodies (golden files, the fast check); here a server that lists
 the k-NN and neural-search plugins runs them (an OpenSearch container when Docker answers,
 ``tests/fixtures/engines.py``). osmem-server lists neither, so these skip there, on the
-capability the server reports.
+capability the server reports; an OpenSearch container lacking either is an error instead
+(``require_knn_and_hybrid``), and ``COGSUB_TEST_NO_SKIPS=1`` fails a run where these skipped on it.
 """
 
 from __future__ import annotations
