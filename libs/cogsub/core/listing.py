@@ -13,7 +13,7 @@ import base64
 import binascii
 import json
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import datetime
 
 from pydantic import Field
 
@@ -88,7 +88,16 @@ def decode_cursor(cursor: str, *, field: str = "cursor") -> ListingKey:
         raise _bad_cursor(field) from None
     if not isinstance(timestamp, str) or not isinstance(event_id, str) or not event_id:
         raise _bad_cursor(field)
+    if not _is_aware_time(timestamp):  # a forged key would fail later, naming another field
+        raise _bad_cursor(field)
     return ListingKey(timestamp, event_id)
+
+
+def _is_aware_time(text: str) -> bool:
+    try:
+        return datetime.fromisoformat(text).tzinfo is not None
+    except ValueError:
+        return False
 
 
 def encode_bank_cursor(bank_id: str) -> str:
@@ -114,9 +123,3 @@ def _bad_cursor(field: str) -> InvalidInputError:
     return InvalidInputError(
         [FieldProblem(field, "must be a next_cursor returned by the previous page")]
     )
-
-
-def utc_text(moment: datetime) -> str:
-    """``moment`` as the index stores timestamps (UTC, ``Z``, milliseconds), for comparisons."""
-    aware = moment if moment.tzinfo else moment.replace(tzinfo=UTC)
-    return aware.astimezone(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")

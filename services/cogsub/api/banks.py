@@ -165,7 +165,7 @@ def list_filters(
     """The query parameters as ``MemoryListFilters``; a 422 names each bad one and its rule."""
     fields = {
         "types": split_values(types),
-        "tags": split_values(tags),
+        "tags": tag_values(tags),
         "since": since,
         "until": until,
         "include_superseded": include_superseded,
@@ -180,6 +180,17 @@ def list_filters(
             for e in exc.errors(include_url=False)
         ]
         raise InvalidInputError(problems) from None
+
+
+def tag_values(values: list[str] | None) -> list[str] | None:
+    """Repeated ``tags`` parameters verbatim; a single one comma-separated.
+
+    A tag may hold a comma or edge spaces (``Tag`` allows both), so only a lone value is
+    split: such a tag is asked for by repeating the parameter (the tag twice if alone).
+    """
+    if values is not None and len(values) > 1:
+        return values
+    return split_values(values)
 
 
 def split_values(values: list[str] | None) -> list[str] | None:

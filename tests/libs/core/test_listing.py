@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from datetime import datetime
+
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
@@ -21,8 +23,9 @@ from cogsub.core.listing import (
 texts = st.text(st.characters(exclude_categories=["Cs"]), max_size=60)
 
 
-@given(timestamp=texts, event_id=texts.filter(bool))
-def test_a_memory_cursor_names_the_key_it_was_made_from(timestamp: str, event_id: str) -> None:
+@given(moment=st.datetimes(timezones=st.timezones()), event_id=texts.filter(bool))
+def test_a_memory_cursor_names_the_key_it_was_made_from(moment: datetime, event_id: str) -> None:
+    timestamp = moment.isoformat()
     cursor = encode_cursor(ListingKey(timestamp, event_id))
     assert decode_cursor(cursor) == ListingKey(timestamp, event_id)
     assert cursor.isascii() and "=" not in cursor and "/" not in cursor and "+" not in cursor
@@ -35,7 +38,15 @@ def test_a_bank_cursor_names_the_bank_it_was_made_from(bank_id: str) -> None:
 
 @pytest.mark.parametrize(
     "cursor",
-    ["", "@@", "not-a-cursor", encode_bank_cursor("x"), encode_cursor(ListingKey("t", "a"))[:-3]],
+    [
+        "",
+        "@@",
+        "not-a-cursor",
+        encode_bank_cursor("x"),
+        encode_cursor(ListingKey("2026-01-01T00:00:00Z", "a"))[:-3],
+        encode_cursor(ListingKey("garbage", "a")),  # forged: well formed, but no time
+        encode_cursor(ListingKey("2026-01-01T00:00:00", "a")),  # no timezone
+    ],
 )
 def test_a_cursor_no_page_handed_out_is_refused_naming_the_field(cursor: str) -> None:
     with pytest.raises(InvalidInputError) as refused:

@@ -17,6 +17,7 @@ from hypothesis import strategies as st
 
 from cogsub.api import ApiKeys
 from cogsub.core.events import FactType
+from cogsub.core.listing import ListingKey, encode_cursor
 from cogsub.core.memory import RetainRequest
 from cogsub.lifecycle.forget import Forgetting
 from tests.services.api.conftest import KEY_A, KEY_ALL, AppClient, assert_error
@@ -92,6 +93,24 @@ async def test_memory_pages_apply_types_tags_and_times(
     assert await ids(types="") == ["p", "e", "w"]
 
 
+async def test_repeated_tags_are_taken_verbatim_and_a_single_value_is_comma_separated(
+    stack: LiveStack, app_client: AppClient, banks: tuple[str, str]
+) -> None:
+    bank, _ = banks
+    await keep(stack, bank, "c", 1, tags=["team,infra"])
+    await keep(stack, bank, "s", 2, tags=[" padded "])
+    await keep(stack, bank, "t", 3, tags=["team"])
+    api = app_client()
+
+    async def ids(tags: str | list[str]) -> list[str]:
+        return [m["id"] for m in await walk(api, bank, tags=tags)]
+
+    assert await ids(["team,infra", "team,infra"]) == ["c"]  # alone: the tag twice
+    assert await ids([" padded ", "team"]) == ["t", "s"]
+    assert await ids("team,infra") == ["t"]  # one value: two tags, "team" and "infra"
+    assert await ids(" padded ") == []  # one value: stripped to "padded"
+
+
 async def test_bad_listing_parameters_are_422_naming_the_parameter(
     app_client: AppClient, banks: tuple[str, str]
 ) -> None:
@@ -105,6 +124,7 @@ async def test_bad_listing_parameters_are_422_naming_the_parameter(
         ({"since": "yesterday"}, "since"),
         ({"until": "2026-03-01T00:00:00"}, "until"),
         ({"cursor": "not-a-cursor"}, "cursor"),
+        ({"cursor": encode_cursor(ListingKey("garbage", "x"))}, "cursor"),  # forged time
     ]:
         error = assert_error(await api.get(route, params=params), 422, "invalid_input")
         assert [p["field"] for p in error["problems"]][:1] == [field], (params, error)
