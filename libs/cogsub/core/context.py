@@ -103,6 +103,8 @@ class AnswerRequest(BoundaryModel):
         description="the context block's budget",
     )
     types: list[FactType] | None = Field(default=None, description="null: every type")
+    tags: list[Tag] | None = Field(default=None, max_length=MAX_TAGS)
+    session_id: ShortText | None = Field(default=None, description="for session-relative novelty")
 
 
 class Answer(BoundaryModel):

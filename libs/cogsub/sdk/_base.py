@@ -65,7 +65,7 @@ class Call(Generic[M]):
     path: str
     json: dict[str, Any] | None
     result: type[M]
-    params: Mapping[str, str] | None = None
+    params: Mapping[str, str | Sequence[str]] | None = None
     content: bytes | None = None
     headers: Mapping[str, str] | None = None
 
@@ -115,6 +115,14 @@ def _type_list(types: Iterable[FactType | str] | None) -> list[FactType | str] |
     if isinstance(types, str):  # types="procedure" means one type, not its letters
         return [types]
     return list(types) if types is not None else None
+
+
+def _tag_params(tags: Sequence[str]) -> list[str]:
+    """One ``tags`` parameter per tag: repeated ones are taken verbatim, a lone one is
+    comma-separated, so a lone tag holding a comma or edge spaces is sent twice."""
+    if len(tags) == 1 and ("," in tags[0] or tags[0] != tags[0].strip()):
+        return [tags[0], tags[0]]
+    return list(tags)
 
 
 def _wire(model: BaseModel) -> dict[str, Any]:
@@ -304,8 +312,17 @@ class _BaseClient:
         question: str,
         max_tokens: int,
         types: Iterable[FactType | str] | None,
+        *,
+        tags: Sequence[str] | None,
+        session_id: str | None,
     ) -> Call[Answer]:
-        fields = {"question": question, "max_tokens": max_tokens, "types": _type_list(types)}
+        fields = {
+            "question": question,
+            "max_tokens": max_tokens,
+            "types": _type_list(types),
+            "tags": list(tags) if tags is not None else None,
+            "session_id": session_id,
+        }
         request = _validated(AnswerRequest, fields)
         return Call("POST", _bank_path(bank_id, "answer"), _wire(request), Answer)
 
@@ -351,14 +368,14 @@ class _BaseClient:
             "limit": limit,
         }
         ask = _validated(MemoryListFilters, fields)
-        params = {
+        params: dict[str, str | Sequence[str]] = {
             "limit": str(ask.limit),
             "include_superseded": "true" if ask.include_superseded else "false",
         }
         if ask.types is not None:
             params["types"] = ",".join(fact.value for fact in ask.types)
         if ask.tags is not None:
-            params["tags"] = ",".join(ask.tags)  # a tag with a comma cannot be asked for
+            params["tags"] = _tag_params(ask.tags)
         for name, moment in (("since", ask.since), ("until", ask.until)):
             if moment is not None:
                 params[name] = moment.isoformat()

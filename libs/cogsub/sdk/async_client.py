@@ -238,9 +238,15 @@ class AsyncMemoryClient(_BaseClient):
         question: str,
         max_tokens: int = DEFAULT_ANSWER_TOKENS,
         types: Iterable[FactType | str] | None = None,
+        *,
+        tags: Sequence[str] | None = None,
+        session_id: str | None = None,
     ) -> Answer:
         """The server's chat model's answer with its citations (see ``MemoryClient.answer``)."""
-        return await self._send(self._answer_call(bank_id, question, max_tokens, types))
+        call = self._answer_call(
+            bank_id, question, max_tokens, types, tags=tags, session_id=session_id
+        )
+        return await self._send(call)
 
     async def get_memory(self, bank_id: str, memory_id: str) -> MemoryRecord:
         """One memory with its archived event; NotFoundError if the bank has no such memory."""

@@ -283,13 +283,21 @@ class MemoryClient(_BaseClient):
         question: str,
         max_tokens: int = DEFAULT_ANSWER_TOKENS,
         types: Iterable[FactType | str] | None = None,
+        *,
+        tags: Sequence[str] | None = None,
+        session_id: str | None = None,
     ) -> Answer:
         """The server's chat model's answer over a context block, with the ids it cites.
+
+        ``types``, ``tags`` and ``session_id`` narrow and rank the block as in ``context``.
 
         Raises:
             NotConfiguredError: the server has no chat model configured.
         """
-        return self._send(self._answer_call(bank_id, question, max_tokens, types))
+        call = self._answer_call(
+            bank_id, question, max_tokens, types, tags=tags, session_id=session_id
+        )
+        return self._send(call)
 
     def get_memory(self, bank_id: str, memory_id: str) -> MemoryRecord:
         """One memory with its archived event; NotFoundError if the bank has no such memory."""

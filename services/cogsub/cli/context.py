@@ -30,6 +30,8 @@ def _common(command: argparse.ArgumentParser, budget: int) -> None:
         "--max-tokens", type=int, default=budget, help=f"the block's budget (default {budget})"
     )
     command.add_argument("--types", type=fact_types, help="e.g. procedure,preference")
+    command.add_argument("--tag", dest="tags", action="append", help="any of these (repeatable)")
+    command.add_argument("--session-id", help="rank what this session has already seen lower")
     command.add_argument("--url", help="the API to use (default: see `cogsub recall --help`)")
 
 
@@ -58,13 +60,26 @@ def run(args: argparse.Namespace, settings: Settings, console: Console) -> int:
     with open_client(args, settings, notes) as (client, _):
         if args.command == "context":
             block = client.context(
-                args.bank, args.query, args.max_tokens, args.types, format=args.format
+                args.bank,
+                args.query,
+                args.max_tokens,
+                args.types,
+                format=args.format,
+                tags=args.tags,
+                session_id=args.session_id,
             )
             print(block.model_dump_json() if args.format == "json" else block.text)
             if args.format != "json":
                 notes.print(f"cogsub: {block.tokens} of {block.max_tokens} tokens", markup=False)
             return 0
-        answered = client.answer(args.bank, args.question, args.max_tokens, args.types)
+        answered = client.answer(
+            args.bank,
+            args.question,
+            args.max_tokens,
+            args.types,
+            tags=args.tags,
+            session_id=args.session_id,
+        )
     if args.json:
         print(answered.model_dump_json())
     else:

@@ -99,7 +99,9 @@ async def _context(client: AsyncMemoryClient, bank: str, r: ContextRequest) -> B
 
 
 async def _answer(client: AsyncMemoryClient, bank: str, r: AnswerRequest) -> BaseModel:
-    return await client.answer(bank, r.question, r.max_tokens, r.types)
+    return await client.answer(
+        bank, r.question, r.max_tokens, r.types, tags=r.tags, session_id=r.session_id
+    )
 
 
 async def _get(client: AsyncMemoryClient, bank: str, r: MemoryRef) -> BaseModel:

@@ -211,7 +211,11 @@ async def answer(
     if model is None:
         raise NotConfiguredError(f"answer needs a chat model: set {ANSWER_SETTINGS}")
     wanted = ContextRequest(
-        query=request.question, max_tokens=request.max_tokens, types=request.types
+        query=request.question,
+        max_tokens=request.max_tokens,
+        types=request.types,
+        tags=request.tags,
+        session_id=request.session_id,
     )
     block = await context_block(memory, bank_id, wanted)
     text, cited = await model.ask(request.question, block)

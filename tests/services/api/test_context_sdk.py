@@ -44,6 +44,24 @@ async def test_the_async_client_gets_the_block_and_an_answer(
         assert raised.value.problems[0].field == "max_tokens"
 
 
+async def test_an_answer_is_narrowed_by_tags_as_a_context_block_is(
+    stack: LiveStack, unique_name: str, chat_server: ChatServer
+) -> None:
+    answerer = ChatAnswerer(ChatSettings(base_url=chat_server.api_url, model="m", timeout_s=5))
+    app = create_app(service=stack.service, auth=None, limits=LIMITS, answerer=answerer)
+    async with AsyncMemoryClient("http://api", transport=httpx.ASGITransport(app=app)) as cm:
+        ops = await cm.retain(unique_name, "Deploys go out on Tuesdays.", tags=["ops"], wait=True)
+        await cm.retain(unique_name, "Deploys of the blog go out on Fridays.", wait=True)
+        await chat_server.reply(json.dumps({"answer": "Tuesdays.", "cited": [ops.memory_id]}))
+        answered = await cm.answer(
+            unique_name, "when do deploys go out?", tags=["ops"], session_id="s-1"
+        )
+        assert answered.context.memory_ids() == [ops.memory_id]
+        with pytest.raises(InvalidInputError) as raised:
+            await cm.answer(unique_name, "when?", tags=["x" * 65])
+        assert raised.value.problems[0].field.startswith("tags")
+
+
 async def test_without_a_model_the_client_raises_not_configured(
     stack: LiveStack, unique_name: str
 ) -> None:

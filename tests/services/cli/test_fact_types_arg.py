@@ -36,3 +36,9 @@ def test_every_command_taking_types_parses_them_alike(
     with pytest.raises(SystemExit):
         _parser().parse_args([*command, "--types", "world,bogus"])
     assert "choose from" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("command", [["context", "jane", "deploy"], ["answer", "jane", "how?"]])
+def test_context_and_answer_take_tags_and_a_session(command: list[str]) -> None:
+    parsed = _parser().parse_args([*command, "--tag", "ops", "--tag", "web", "--session-id", "s"])
+    assert (parsed.tags, parsed.session_id) == (["ops", "web"], "s")

@@ -49,9 +49,11 @@ class Recalled:
 
     def __init__(self) -> None:
         self.calls = 0
+        self.asked: list[RecallRequest] = []
 
     async def recall(self, bank_id: str, request: RecallRequest) -> RecallResponse:
         self.calls += 1
+        self.asked.append(request)
         results = [hit("hq", FactType.WORLD, "Acme HQ is in Berlin.")]
         return RecallResponse(
             bank_id=bank_id, query=request.query, results=results, candidates=1, tokens=6
@@ -79,6 +81,17 @@ async def test_the_model_gets_the_block_and_its_citations_are_checked(
     assert (
         "- [hq] 2024-05-01 world: Acme HQ is in Berlin." in sent["body"]["messages"][1]["content"]
     )
+
+
+async def test_the_block_behind_an_answer_recalls_with_its_tags_and_session(
+    chat_server: ChatServer,
+) -> None:
+    await chat_server.reply(reply("In Berlin.", ["hq"]))
+    recalled = Recalled()
+    asked = AnswerRequest(question="where is Acme?", tags=["ops"], session_id="s-1")
+    await answer(recalled, answerer(chat_server), "jane", asked)
+    (request,) = recalled.asked
+    assert (request.tags, request.session_id) == (["ops"], "s-1")
 
 
 def test_cited_ids_keep_first_mention_order_once() -> None:
