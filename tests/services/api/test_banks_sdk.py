@@ -77,3 +77,18 @@ def test_the_embedded_client_walks_a_bank_and_updates_a_memory(
         assert [b.bank_id for b in cm.list_banks().banks] == [unique_name]
         hits = cm.recall(unique_name, "where is Acme HQ?").results
         assert [h.id for h in hits] == [newer.memory_id]
+
+
+def test_the_client_asks_for_tags_holding_commas_or_edge_spaces(
+    tmp_path: Path, unique_name: str
+) -> None:
+    with MemoryClient.embedded(tmp_path / "data", embedder="hash") as cm:
+        odd = ["team,infra", " padded "]
+        kept = {
+            t: cm.retain(unique_name, f"tagged {t}", tags=[t], wait=True).memory_id for t in odd
+        }
+        plain = cm.retain(unique_name, "tagged team", tags=["team"], wait=True).memory_id
+        for tag in odd:
+            assert [m.id for m in cm.list_memories(unique_name, tags=[tag])] == [kept[tag]]
+        both = {m.id for m in cm.list_memories(unique_name, tags=["team,infra", "team"])}
+        assert both == {kept["team,infra"], plain}
