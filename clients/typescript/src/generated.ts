@@ -15,6 +15,9 @@ export interface AnswerRequest {
   /** the context block's budget */
   max_tokens?: number;
   question: string;
+  /** for session-relative novelty */
+  session_id?: string | null;
+  tags?: string[] | null;
   /** null: every type */
   types?: FactType[] | null;
 }
@@ -53,7 +56,11 @@ export interface ConsolidationReport {
   took_ms?: number;
 }
 
-/** The latest rounds this process ran or was asked for, newest first. */
+/**
+ * The latest rounds this API process ran or was asked for, newest first.
+ *
+ * Not those a separate consolidator process ran (a fleet's scheduled rounds).
+ */
 export interface ConsolidationRounds {
   rounds: RecordedRound[];
 }
@@ -90,6 +97,8 @@ export interface ContextRequest {
   /** the whole block's budget, counted as recall counts tokens */
   max_tokens?: number;
   query: string;
+  /** count this retrieval toward reinforcement (off for probes and previews) */
+  reinforce?: boolean;
   /** for session-relative novelty */
   session_id?: string | null;
   tags?: string[] | null;
@@ -342,7 +351,8 @@ export interface OperationsStatus {
   /** the banks the caller's key grants; null: every bank */
   banks: string[] | null;
   keys_required: boolean;
-  lag: PipelineLag;
+  /** null for a key that does not grant every bank: the lag spans every tenant */
+  lag: PipelineLag | null;
   /** the caller may use every bank (a '*' key, or no keys) */
   operator: boolean;
 }
@@ -759,7 +769,7 @@ export const OPERATIONS = {
 /** Every component schema's validation rules: what src/schema.ts checks request bodies with. */
 export const SCHEMAS: Schemas = {
   Answer: {"additionalProperties":false,"properties":{"answer":{"type":"string"},"cited":{"items":{"type":"string"},"type":"array"},"context":{"$ref":"#/components/schemas/ContextBlock"}},"required":["answer","cited","context"],"type":"object"},
-  AnswerRequest: {"additionalProperties":false,"properties":{"max_tokens":{"maximum":100000,"minimum":1,"type":"integer"},"question":{"maxLength":4096,"minLength":1,"type":"string"},"types":{"anyOf":[{"items":{"$ref":"#/components/schemas/FactType"},"type":"array"},{"type":"null"}]}},"required":["question"],"type":"object"},
+  AnswerRequest: {"additionalProperties":false,"properties":{"max_tokens":{"maximum":100000,"minimum":1,"type":"integer"},"question":{"maxLength":4096,"minLength":1,"type":"string"},"session_id":{"anyOf":[{"maxLength":4096,"type":"string"},{"type":"null"}]},"tags":{"anyOf":[{"items":{"maxLength":64,"minLength":1,"type":"string"},"maxItems":64,"type":"array"},{"type":"null"}]},"types":{"anyOf":[{"items":{"$ref":"#/components/schemas/FactType"},"type":"array"},{"type":"null"}]}},"required":["question"],"type":"object"},
   BankPage: {"additionalProperties":false,"properties":{"banks":{"items":{"$ref":"#/components/schemas/BankSummary"},"type":"array"},"next_cursor":{"anyOf":[{"type":"string"},{"type":"null"}]}},"required":["banks","next_cursor"],"type":"object"},
   BankSummary: {"additionalProperties":false,"properties":{"bank_id":{"type":"string"},"counts":{"additionalProperties":{"type":"integer"},"type":"object"},"newest_at":{"anyOf":[{"type":"string"},{"type":"null"}]},"total":{"minimum":0,"type":"integer"}},"required":["bank_id","total","counts","newest_at"],"type":"object"},
   ConsolidationReport: {"additionalProperties":false,"properties":{"bank_id":{"type":"string"},"complete":{"type":"boolean"},"decay_ms":{"minimum":0,"type":"integer"},"decayed":{"type":"integer"},"observations":{"items":{"type":"string"},"type":"array"},"preferences":{"items":{"type":"string"},"type":"array"},"procedures":{"items":{"type":"string"},"type":"array"},"reinforced":{"type":"integer"},"scanned":{"type":"integer"},"superseded":{"items":{"type":"string"},"type":"array"},"took_ms":{"minimum":0,"type":"integer"}},"required":["bank_id"],"type":"object"},
@@ -767,7 +777,7 @@ export const SCHEMAS: Schemas = {
   ContextBlock: {"additionalProperties":false,"properties":{"bank_id":{"type":"string"},"format":{"$ref":"#/components/schemas/ContextFormat"},"max_tokens":{"type":"integer"},"query":{"type":"string"},"sections":{"items":{"$ref":"#/components/schemas/ContextSection"},"type":"array"},"text":{"type":"string"},"tokens":{"minimum":0,"type":"integer"}},"required":["bank_id","query","format","tokens","max_tokens","text","sections"],"type":"object"},
   ContextFormat: {"enum":["markdown","json"],"type":"string"},
   ContextItem: {"additionalProperties":false,"properties":{"memory_id":{"type":"string"},"score":{"type":"number"},"text":{"type":"string"},"timestamp":{"type":"string"},"type":{"anyOf":[{"$ref":"#/components/schemas/FactType"},{"type":"null"}]},"version":{"anyOf":[{"type":"integer"},{"type":"null"}]}},"required":["memory_id","type","text","timestamp","score"],"type":"object"},
-  ContextRequest: {"additionalProperties":false,"properties":{"format":{"$ref":"#/components/schemas/ContextFormat"},"max_tokens":{"maximum":100000,"minimum":1,"type":"integer"},"query":{"maxLength":4096,"minLength":1,"type":"string"},"session_id":{"anyOf":[{"maxLength":4096,"type":"string"},{"type":"null"}]},"tags":{"anyOf":[{"items":{"maxLength":64,"minLength":1,"type":"string"},"maxItems":64,"type":"array"},{"type":"null"}]},"types":{"anyOf":[{"items":{"$ref":"#/components/schemas/FactType"},"type":"array"},{"type":"null"}]}},"required":["query"],"type":"object"},
+  ContextRequest: {"additionalProperties":false,"properties":{"format":{"$ref":"#/components/schemas/ContextFormat"},"max_tokens":{"maximum":100000,"minimum":1,"type":"integer"},"query":{"maxLength":4096,"minLength":1,"type":"string"},"reinforce":{"type":"boolean"},"session_id":{"anyOf":[{"maxLength":4096,"type":"string"},{"type":"null"}]},"tags":{"anyOf":[{"items":{"maxLength":64,"minLength":1,"type":"string"},"maxItems":64,"type":"array"},{"type":"null"}]},"types":{"anyOf":[{"items":{"$ref":"#/components/schemas/FactType"},"type":"array"},{"type":"null"}]}},"required":["query"],"type":"object"},
   ContextSection: {"additionalProperties":false,"properties":{"items":{"items":{"$ref":"#/components/schemas/ContextItem"},"type":"array"},"name":{"$ref":"#/components/schemas/SectionName"}},"required":["name","items"],"type":"object"},
   DeadLetterPage: {"properties":{"dead_letters":{"items":{"$ref":"#/components/schemas/DeadLetterView"},"type":"array"},"next":{"anyOf":[{"type":"string"},{"type":"null"}]}},"required":["dead_letters","next"],"type":"object"},
   DeadLetterView: {"properties":{"bank_id":{"anyOf":[{"type":"string"},{"type":"null"}]},"event_id":{"anyOf":[{"type":"string"},{"type":"null"}]},"id":{"type":"string"},"key":{"anyOf":[{"type":"string"},{"type":"null"}]},"kind":{"type":"string"},"offset":{"type":"integer"},"partition":{"type":"integer"},"reason":{"type":"string"},"source":{"anyOf":[{"type":"string"},{"type":"null"}]},"time":{"type":"string"},"topic":{"type":"string"},"value_base64":{"type":"string"},"value_text":{"anyOf":[{"type":"string"},{"type":"null"}]}},"required":["id","topic","partition","offset","time","kind","reason","source","bank_id","event_id","key","value_text","value_base64"],"type":"object"},
@@ -790,7 +800,7 @@ export const SCHEMAS: Schemas = {
   MemorySignals: {"additionalProperties":false,"properties":{"confidence":{"type":"number"},"decay_factor":{"type":"number"},"importance_score":{"type":"number"},"proof_count":{"anyOf":[{"type":"integer"},{"type":"null"}]},"retrieval_count":{"type":"integer"},"reward_score":{"type":"number"},"superseded":{"type":"boolean"}},"required":["importance_score","decay_factor","retrieval_count","reward_score","confidence","superseded"],"type":"object"},
   MemoryUpdate: {"additionalProperties":false,"properties":{"content":{"anyOf":[{"maxLength":32768,"minLength":1,"type":"string"},{"type":"null"}]},"memory_id":{"anyOf":[{"maxLength":128,"minLength":1,"type":"string"},{"type":"null"}]},"rationale":{"anyOf":[{"maxLength":4096,"type":"string"},{"type":"null"}]},"steps":{"anyOf":[{"items":{"maxLength":2000,"minLength":1,"type":"string"},"maxItems":100,"minItems":1,"type":"array"},{"type":"null"}]},"tags":{"anyOf":[{"items":{"maxLength":64,"minLength":1,"type":"string"},"maxItems":60,"type":"array"},{"type":"null"}]},"timestamp":{"anyOf":[{"type":"string"},{"type":"null"}]},"wait":{"type":"boolean"}},"type":"object"},
   MemoryVersion: {"additionalProperties":false,"properties":{"current":{"type":"boolean"},"memory_id":{"type":"string"},"superseded_by":{"anyOf":[{"type":"string"},{"type":"null"}]},"text":{"anyOf":[{"type":"string"},{"type":"null"}]},"timestamp":{"anyOf":[{"type":"string"},{"type":"null"}]},"version":{"minimum":1,"type":"integer"}},"required":["memory_id","version","timestamp","text","current"],"type":"object"},
-  OperationsStatus: {"additionalProperties":false,"properties":{"banks":{"anyOf":[{"items":{"type":"string"},"type":"array"},{"type":"null"}]},"keys_required":{"type":"boolean"},"lag":{"$ref":"#/components/schemas/PipelineLag"},"operator":{"type":"boolean"}},"required":["keys_required","operator","banks","lag"],"type":"object"},
+  OperationsStatus: {"additionalProperties":false,"properties":{"banks":{"anyOf":[{"items":{"type":"string"},"type":"array"},{"type":"null"}]},"keys_required":{"type":"boolean"},"lag":{"anyOf":[{"$ref":"#/components/schemas/PipelineLag"},{"type":"null"}]},"operator":{"type":"boolean"}},"required":["keys_required","operator","banks","lag"],"type":"object"},
   PipelineLag: {"additionalProperties":false,"properties":{"extraction":{"anyOf":[{"type":"integer"},{"type":"null"}]},"ingestion":{"anyOf":[{"type":"integer"},{"type":"null"}]}},"required":["ingestion","extraction"],"type":"object"},
   Problem: {"properties":{"field":{"type":"string"},"rule":{"type":"string"}},"required":["field","rule"],"type":"object"},
   ProcedureBody: {"additionalProperties":false,"properties":{"context":{"$ref":"#/components/schemas/RetainContext"},"memory_id":{"anyOf":[{"maxLength":128,"minLength":1,"type":"string"},{"type":"null"}]},"rationale":{"anyOf":[{"maxLength":4096,"type":"string"},{"type":"null"}]},"steps":{"items":{"maxLength":2000,"minLength":1,"type":"string"},"maxItems":100,"minItems":1,"type":"array"},"supersedes":{"anyOf":[{"maxLength":128,"minLength":1,"type":"string"},{"type":"null"}]},"tags":{"items":{"maxLength":64,"minLength":1,"type":"string"},"maxItems":62,"type":"array"},"timestamp":{"anyOf":[{"type":"string"},{"type":"null"}]},"wait":{"type":"boolean"}},"required":["steps"],"type":"object"},
