@@ -53,14 +53,17 @@ def pytest_collection_finish(session: pytest.Session) -> None:
     # Engine images are pulled and their containers started here, outside every test's timeout
     # (each container has its own, containers.READY_TIMEOUT_S), and only for connected tests.
     connected = [item for item in session.items if item.get_closest_marker("connected")]
-    if not connected:
+    needed = engines.containers_to_start(
+        engines.session_choices(), (getattr(item, "fixturenames", ()) for item in connected)
+    )
+    if not needed:
         return
     try:
-        engines.pull_container_images()
+        engines.pull_container_images(needed)
     except engines.EngineSelectionError as exc:
         raise pytest.UsageError(str(exc)) from exc
     if not session.config.option.collectonly:
-        _start_containers(session.config, connected)
+        _start_containers(session.config, needed)
 
 
 def _container_starters() -> dict[str, Callable[[], object]]:
@@ -74,10 +77,7 @@ def _container_starters() -> dict[str, Callable[[], object]]:
     }
 
 
-def _start_containers(config: pytest.Config, connected: list[pytest.Item]) -> None:
-    needed = engines.containers_to_start(
-        engines.session_choices(), (getattr(item, "fixturenames", ()) for item in connected)
-    )
+def _start_containers(config: pytest.Config, needed: list[engines.Engine]) -> None:
     config.add_cleanup(containers.SESSION.close)
     starters = _container_starters()
     for engine in needed:
