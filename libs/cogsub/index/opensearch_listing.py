@@ -157,14 +157,17 @@ async def _rows_after(
 
 
 async def _newest_versions(
-    index: _Adapter, bank_id: str, docs: Sequence[IndexDocument]
+    index: _Adapter, bank_id: str, docs: Sequence[IndexDocument], *, known: Collection[str]
 ) -> dict[str, int]:
-    """The newest version in the bank of each procedure ``docs`` hold a version of."""
+    """The newest version in the bank of each procedure ``docs`` hold a version of (versions
+    are procedures: only the bank's procedures are read)."""
     wanted = {found[0] for doc in docs if (found := procedure_of(doc.tags)) is not None}
+    wanted -= set(known)
     if not wanted:
         return {}
     tags = frozenset(f"{PROCEDURE_TAG_PREFIX}{pid}" for pid in wanted)
-    filters = SearchFilters(bank_id=bank_id, tags_any=tags)
+    procedures = frozenset({FactType.PROCEDURE})
+    filters = SearchFilters(bank_id=bank_id, fact_types=procedures, tags_any=tags)
     seen: list[list[str]] = []
     after: str | None = None
     while page := await index.scan(filters, size=_VERSION_PAGE, after=after):
@@ -188,12 +191,13 @@ class OpenSearchListing:
         ``include_superseded``, without the superseded and without a procedure version
         older than another of the bank (dropped after the read, the page topped up)."""
         kept: list[IndexDocument] = []
+        newest: dict[str, int] = {}  # looked up once per procedure for the whole call
         wanted, cursor = size, after
         while True:
             page = await _rows_after(self, filters, wanted, cursor, include_superseded)
             if include_superseded:
                 return page
-            newest = await _newest_versions(self, filters.bank_id, page)
+            newest.update(await _newest_versions(self, filters.bank_id, page, known=newest))
             kept += [doc for doc in page if is_newest_version(doc, newest)]
             if len(page) < wanted or len(kept) >= size:
                 return kept

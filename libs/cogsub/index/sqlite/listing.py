@@ -55,12 +55,13 @@ def newest_page(
     after the read and the page topped up from past its last row.
     """
     kept: list[IndexDocument] = []
+    newest: dict[str, int] = {}  # looked up once per procedure for the whole call
     wanted, cursor = size, after
     while True:
         page = _rows_after(conn, filters, wanted, cursor, include_superseded)
         if include_superseded:
             return page
-        newest = _newest_versions(conn, filters.bank_id, page)
+        newest.update(_newest_versions(conn, filters.bank_id, page, known=newest))
         kept += [doc for doc in page if is_newest_version(doc, newest)]
         if len(page) < wanted or len(kept) >= size:
             return kept
@@ -68,15 +69,27 @@ def newest_page(
 
 
 def _newest_versions(
-    conn: sqlite3.Connection, bank_id: str, docs: Sequence[IndexDocument]
+    conn: sqlite3.Connection,
+    bank_id: str,
+    docs: Sequence[IndexDocument],
+    *,
+    known: Collection[str],
 ) -> dict[str, int]:
-    """The newest version in the bank of each procedure ``docs`` hold a version of."""
+    """The newest version in the bank of each procedure ``docs`` hold a version of.
+
+    Versions are procedures: only the bank's procedures are read, from the by-type index.
+    """
     wanted = {found[0] for doc in docs if (found := procedure_of(doc.tags)) is not None}
+    wanted -= set(known)
     if not wanted:
         return {}
-    tags = frozenset(f"{PROCEDURE_TAG_PREFIX}{pid}" for pid in wanted)
-    where, params = filter_sql(SearchFilters(bank_id=bank_id, tags_any=tags))
-    rows = conn.execute(f"SELECT d.tags FROM documents AS d WHERE {where}", params)  # noqa: S608 - clauses are ours
+    tags = sorted(f"{PROCEDURE_TAG_PREFIX}{pid}" for pid in wanted)
+    rows = conn.execute(
+        "SELECT d.tags FROM documents AS d INDEXED BY documents_newest_by_type"
+        " WHERE d.bank_id = ? AND d.fact_type = ? AND EXISTS (SELECT 1 FROM json_each(d.tags)"
+        " AS tag WHERE tag.value IN (SELECT value FROM json_each(?)))",
+        (bank_id, FactType.PROCEDURE.value, json.dumps(tags)),
+    )
     return newest_versions((json.loads(tags) for (tags,) in rows), wanted)
 
 
