@@ -15,12 +15,24 @@ import httpx
 import pytest
 
 from cogsub.api import ApiKeys, ApiLimits, create_app
+from cogsub.archive.filesystem import FilesystemArchive
+from cogsub.bus.sqlite import SqliteEventBus
 from cogsub.core.derived import supersession_key
 from cogsub.core.documents import IndexDocument
-from cogsub.core.errors import InvalidInputError
+from cogsub.core.errors import ConflictError, InvalidInputError, UnavailableError
 from cogsub.core.events import ArchivedEvent, FactType
 from cogsub.core.history import MemoryUpdate
-from cogsub.lifecycle.update import new_version_id, new_version_request, user_tags
+from cogsub.core.memory import RetainRequest
+from cogsub.embeddings.hash import HashEmbedder
+from cogsub.index.sqlite import SqliteMemoryIndex
+from cogsub.ingestion import IngestionWorker
+from cogsub.lifecycle.update import (
+    MemoryUpdater,
+    new_version_id,
+    new_version_request,
+    user_tags,
+)
+from cogsub.recall import MemoryService
 from tests.services.api.conftest import assert_error
 from tests.services.recall.stack import LiveStack, live_stack
 
@@ -258,6 +270,54 @@ async def test_a_procedure_version_retained_with_supersedes_hides_the_one_before
     assert old["superseded_by"]["superseded_by"] == v2 and old["signals"]["superseded"]
     new = (await api.get(f"{route}/{v2}/history")).json()
     assert new["superseded_by"] is None and not new["signals"]["superseded"]
+
+
+async def test_a_new_version_not_indexed_in_time_is_503_and_the_same_update_finishes_it(
+    data_dir: Path,
+) -> None:
+    bus, archive = SqliteEventBus(data_dir / "bus.sqlite3"), FilesystemArchive(data_dir / "archive")
+    index, embedder = SqliteMemoryIndex(data_dir / "index.sqlite3"), HashEmbedder()
+    worker = IngestionWorker(
+        bus=bus, archive=archive, index=index, embedder=embedder, poll_timeout_s=0.02
+    )
+    await worker.prepare()
+    service = MemoryService(
+        bus=bus, archive=archive, index=index, embedder=embedder, wait_timeout_s=0.3
+    )
+    updater = MemoryUpdater(service)
+
+    async def ingesting() -> tuple[asyncio.Event, asyncio.Task[None]]:
+        stop = asyncio.Event()
+        return stop, asyncio.create_task(worker.run(stop))
+
+    try:
+        stop, running = await ingesting()
+        request = RetainRequest(content="Deploys freeze on Fridays.", fact_type="world", wait=True)
+        old = (await service.retain(BANK, request)).memory_id
+        stop.set()
+        await running
+        change = MemoryUpdate(content="Deploys freeze on Thursdays.")
+        with pytest.raises(UnavailableError) as late:
+            await updater.update(BANK, old, change)
+        pending = new_version_id(BANK, old, "Deploys freeze on Thursdays.")
+        assert pending in str(late.value)
+        kept = await index.get(BANK, old)
+        assert kept is not None and not any(t.startswith("superseded-by:") for t in kept.tags)
+        with pytest.raises(ConflictError, match=pending):
+            await updater.update(BANK, old, MemoryUpdate(content="Deploys never freeze."))
+
+        stop, running = await ingesting()
+        done = await updater.update(BANK, old, change)
+        assert done.memory_id == pending and done.recallable
+        kept = await index.get(BANK, old)
+        assert kept is not None and f"superseded-by:{pending}" in kept.tags
+        stop.set()
+        await running
+    finally:
+        await service.drain()
+        await index.close()
+        await archive.close()
+        await bus.close()
 
 
 # -- the pure part --------------------------------------------------------------------------------
