@@ -169,7 +169,7 @@ def test_the_sdk_calls_the_route_and_reads_its_response_model(operation: str) ->
         "context": sdk._context_call(
             "jane", "q", 100, None, format="json", tags=None, session_id=None
         ),
-        "answer": sdk._answer_call("jane", "q", 100, ["world"]),
+        "answer": sdk._answer_call("jane", "q", 100, ["world"], tags=None, session_id=None),
     }
     routes = {r.operation_id: r for r in context_routes.router.routes if isinstance(r, APIRoute)}
     call, route = calls[operation], routes[operation]
