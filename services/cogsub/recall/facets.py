@@ -18,10 +18,18 @@ from cogsub.recall.query import analyse_query, facets
 from cogsub.recall.ranking import Budget
 
 Recall = Callable[[str, RecallRequest], Awaitable[RecallResponse]]
+#: Called with every query about to be recalled together, before any of them is.
+Prepare = Callable[[Sequence[str]], Awaitable[None]]
 
 
-async def recall_by_facets(recall: Recall, bank_id: str, request: RecallRequest) -> RecallResponse:
-    """``recall`` of ``request``, or of it and each facet interleaved when it has facets."""
+async def recall_by_facets(
+    recall: Recall, bank_id: str, request: RecallRequest, *, prepare: Prepare | None = None
+) -> RecallResponse:
+    """``recall`` of ``request``, or of it and each facet interleaved when it has facets.
+
+    ``prepare`` sees the queries first (the memory service embeds each distinct vector
+    query once: recalled together, the facets would each have asked the model for the same).
+    """
     # A "when" question asks for the date of one event the people shared: one turn says it.
     parts = () if analyse_query(request.query).temporal else facets(request.query)
     if not parts:
@@ -30,6 +38,8 @@ async def recall_by_facets(recall: Recall, bank_id: str, request: RecallRequest)
     # facet's other hits were never in front of the agent.
     quiet = {"reinforce": False, "session_id": None}
     asked = [request, *(request.model_copy(update={"query": part, **quiet}) for part in parts)]
+    if prepare is not None:
+        await prepare([each.query for each in asked])
     responses = await asyncio.gather(*(recall(bank_id, each) for each in asked))
     results, used = interleaved([r.results for r in responses], request.k, request.max_tokens)
     return RecallResponse(

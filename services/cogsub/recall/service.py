@@ -285,12 +285,26 @@ class MemoryService:
 
     async def recall(self, bank_id: str, request: RecallRequest) -> RecallResponse:
         """The best memories of ``bank_id`` for ``request.query``, with score breakdowns."""
+        prepare = self._embedded_once
         if self._metrics is None:
-            return await recall_by_facets(self._recall, bank_id, request)
+            return await recall_by_facets(self._recall, bank_id, request, prepare=prepare)
         with self._metrics.timed_recall() as timing:
-            response = await recall_by_facets(self._recall, bank_id, request)
+            response = await recall_by_facets(self._recall, bank_id, request, prepare=prepare)
             timing.results = len(response.results)
         return response
+
+    def _vector_query(self, query: str) -> str:
+        # Names stay out of the embedded query: every transcript turn names its speaker, so
+        # they pull the cosine toward anyone's turns; BM25 and the speaker cue still see them.
+        return without_names(query) if self.policy.name_free_vector else query
+
+    async def _embedded_once(self, queries: Sequence[str]) -> None:
+        """Each distinct vector query of ``queries`` embedded (into the cache) once.
+
+        One text a call, as each recall would embed it alone: the same vectors to the bit.
+        """
+        for text in dict.fromkeys(self._vector_query(q) for q in queries):
+            await self._query_vectors.embed([text])
 
     async def _recall(self, bank_id: str, request: RecallRequest) -> RecallResponse:
         filters = SearchFilters(
@@ -300,10 +314,7 @@ class MemoryService:
             since=request.since,
             until=request.until,
         )
-        # Names stay out of the embedded query: every transcript turn names its speaker, so
-        # they pull the cosine toward anyone's turns; BM25 and the speaker cue still see them.
-        embedded = without_names(request.query) if self.policy.name_free_vector else request.query
-        (vector,) = await self._query_vectors.embed([embedded])
+        (vector,) = await self._query_vectors.embed([self._vector_query(request.query)])
         contextual = self.policy.fusion != "rrf"
         found = await self._index.recall_candidates(
             request.query,

@@ -54,6 +54,14 @@ class CountingEmbedder:
         await self._inner.close()
 
 
+class SlowCountingEmbedder(CountingEmbedder):
+    """Takes a moment per call, as a model on its thread does: concurrent askers overlap."""
+
+    async def embed(self, texts: Sequence[str]) -> list[list[float]]:
+        await asyncio.sleep(0.01)
+        return await super().embed(texts)
+
+
 class Counted:
     """Passes every call to a real port and counts the async methods called."""
 
@@ -201,3 +209,20 @@ async def test_recall_does_not_queue_behind_the_index_writer(tmp_path: Path) -> 
         finally:
             release.set()
             await writing
+
+
+async def test_a_question_about_two_people_asks_the_model_once_per_distinct_text(
+    tmp_path: Path,
+) -> None:
+    async with live_stack(tmp_path) as stack:
+        await retained(stack)
+        model = SlowCountingEmbedder()
+        service = MemoryService(
+            bus=stack.bus, archive=stack.archive, index=stack.index, embedder=model
+        )
+        request = RecallRequest(query="Did Melanie and Caroline both paint?", k=3, reinforce=False)
+        response = await service.recall(BANK, request)
+        assert response.results
+        # The question and its two facets, names left out of the vector query: the facets
+        # ("Did Melanie both paint?", "Did Caroline both paint?") share one text.
+        assert model.embedded == ["Did and both paint?", "Did both paint?"]
