@@ -11,15 +11,13 @@ from __future__ import annotations
 
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Depends, Query, Response
-from fastapi.security import HTTPAuthorizationCredentials
+from fastapi import APIRouter, Query, Response
 from pydantic import ValidationError
 
-from cogsub.api.auth import ALL_BANKS, checked_memory_id
-from cogsub.api.deps import Bank, MemoryId, Service, State, _bearer
+from cogsub.api.auth import checked_memory_id
+from cogsub.api.deps import Bank, Granted, MemoryId, Service
 from cogsub.api.errors import BANK_ERRORS, BODY_ERRORS, ErrorBody
 from cogsub.core.errors import (
-    AuthenticationError,
     FieldProblem,
     InvalidInputError,
 )
@@ -54,21 +52,6 @@ _Listed = Annotated[
 ]
 
 
-def _granted(
-    state: State,
-    credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(_bearer)],
-) -> frozenset[str] | None:
-    """The banks the caller's key grants; None for every bank (a ``*`` key, or no keys)."""
-    if state.keys is None:
-        return None
-    if credentials is None:
-        raise AuthenticationError("missing API key: send Authorization: Bearer <key>")
-    banks = state.keys.banks_for(credentials.credentials)
-    if banks is None:
-        raise AuthenticationError("unknown API key")
-    return None if ALL_BANKS in banks else banks
-
-
 def _browser(service: MemoryService) -> MemoryBrowser:
     stores = service.stores
     return MemoryBrowser(archive=stores.archive, index=stores.index)
@@ -82,7 +65,7 @@ def _browser(service: MemoryService) -> MemoryBrowser:
 )
 async def list_banks(
     service: Service,
-    granted: Annotated[frozenset[str] | None, Depends(_granted)],
+    granted: Granted,
     cursor: _Cursor = None,
     limit: Annotated[int, Query(ge=1, le=MAX_BANK_PAGE_LIMIT)] = 100,
 ) -> BankPage:
