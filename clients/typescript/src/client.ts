@@ -30,6 +30,7 @@ import {
   type OperationId,
   pathOf,
   queryOf,
+  tagParams,
   type RetainContextOptions,
   stepsArg,
   type TimeArg,
@@ -172,7 +173,7 @@ type TextBlockOperation =
 interface Send<K extends OperationId> extends CallOptions {
   params: Record<string, string>;
   json?: Body<K>;
-  query?: Record<string, string>;
+  query?: Record<string, string | readonly string[]>;
   idempotent: boolean;
 }
 
@@ -437,7 +438,7 @@ export class MemoryClient {
   ): AsyncGenerator<MemoryPage, void, undefined> {
     const filters = {
       types: listArg("types", options.types)?.join(","),
-      tags: listArg("tags", options.tags)?.join(","),
+      tags: optionalTags(listArg("tags", options.tags)),
       since: wireTime("since", options.since),
       until: wireTime("until", options.until),
       include_superseded: options.includeSuperseded,
@@ -625,4 +626,8 @@ export async function* lines(response: Response): AsyncGenerator<string, void, u
   } finally {
     reader.releaseLock();
   }
+}
+
+function optionalTags(tags: readonly string[] | undefined): readonly string[] | undefined {
+  return tags === undefined ? undefined : tagParams(tags);
 }

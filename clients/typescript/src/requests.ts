@@ -109,11 +109,22 @@ export function joined(
 
 /** A query object of strings, without unset parameters. */
 export function queryOf(
-  values: Record<string, string | number | boolean | null | undefined>,
-): Record<string, string> {
-  const query: Record<string, string> = {};
+  values: Record<string, string | number | boolean | readonly string[] | null | undefined>,
+): Record<string, string | readonly string[]> {
+  const query: Record<string, string | readonly string[]> = {};
   for (const [name, value] of Object.entries(values)) {
-    if (value !== undefined && value !== null) query[name] = String(value);
+    if (value === undefined || value === null) continue;
+    query[name] = Array.isArray(value) ? value : String(value);
   }
   return query;
+}
+
+/**
+ * One `tags` parameter per tag. The API takes repeated parameters verbatim and splits a lone
+ * one on commas, so a lone tag holding a comma or edge spaces is sent twice.
+ */
+export function tagParams(tags: readonly string[]): readonly string[] {
+  const only = tags.length === 1 ? tags[0] : undefined;
+  if (only !== undefined && (only.includes(",") || only !== only.trim())) return [only, only];
+  return tags;
 }

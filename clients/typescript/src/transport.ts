@@ -31,7 +31,7 @@ export interface Request {
   method: string;
   /** The path with its parameters filled in and encoded, e.g. `/v1/banks/alice/recall`. */
   path: string;
-  query?: Record<string, string> | undefined;
+  query?: Record<string, string | readonly string[]> | undefined;
   json?: unknown;
   body?: string | undefined;
   contentType?: string | undefined;
@@ -106,10 +106,12 @@ export class Transport {
   }
 
   #url(request: Request): string {
-    const query =
-      request.query && Object.keys(request.query).length > 0
-        ? `?${new URLSearchParams(request.query).toString()}`
-        : "";
+    const params = new URLSearchParams();
+    for (const [name, value] of Object.entries(request.query ?? {})) {
+      for (const one of typeof value === "string" ? [value] : value) params.append(name, one);
+    }
+    const encoded = params.toString();
+    const query = encoded === "" ? "" : `?${encoded}`;
     return `${this.baseUrl}${request.path}${query}`;
   }
 

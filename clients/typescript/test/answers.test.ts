@@ -17,7 +17,15 @@ import {
   ServerError,
   UnavailableError,
 } from "../src/errors.js";
-import { brokenRule, listArg, pathOf, queryOf, stepsArg, wireTime } from "../src/requests.js";
+import {
+  brokenRule,
+  listArg,
+  pathOf,
+  queryOf,
+  stepsArg,
+  tagParams,
+  wireTime,
+} from "../src/requests.js";
 
 const body = (
   type: string,
@@ -201,5 +209,13 @@ describe("request arguments", () => {
       b: "true",
       e: "x",
     });
+  });
+
+  test("tags go one parameter each; a lone tag the API would split is sent twice", () => {
+    assert.deepEqual(tagParams(["a", "b,c"]), ["a", "b,c"]);
+    assert.deepEqual(tagParams(["plain"]), ["plain"]);
+    assert.deepEqual(tagParams(["b,c"]), ["b,c", "b,c"]);
+    assert.deepEqual(tagParams([" padded"]), [" padded", " padded"]);
+    assert.deepEqual(queryOf({ tags: ["x", "y"], limit: 2 }), { tags: ["x", "y"], limit: "2" });
   });
 });

@@ -233,6 +233,24 @@ describe("listing, history and update", () => {
     assert.deepEqual(tagged, [ids[4], ids[2]]);
   });
 
+  test("listMemories finds a tag holding a comma, alone or beside another", async () => {
+    const bank = freshBank();
+    const odd = await cm.retain(bank, "Team infra owns the pager.", {
+      tags: ["team,infra"],
+      wait: true,
+    });
+    const plain = await cm.retain(bank, "Team web owns the site.", { tags: ["web"], wait: true });
+    const listed = async (tags: string[]): Promise<string[]> => {
+      const ids: string[] = [];
+      for await (const page of cm.listMemories(bank, { tags })) {
+        ids.push(...page.memories.map((m) => m.id));
+      }
+      return ids.sort();
+    };
+    assert.deepEqual(await listed(["team,infra"]), [odd.memory_id]);
+    assert.deepEqual(await listed(["team,infra", "web"]), [odd.memory_id, plain.memory_id].sort());
+  });
+
   test("a walk through the pages sees each memory present throughout exactly once, while writes go on", async () => {
     const bank = freshBank();
     let seed = 7;
