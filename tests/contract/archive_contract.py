@@ -169,6 +169,24 @@ class ArchiveStoreContract:
         with pytest.raises(NotFoundError):
             await archive.get(f"{prefix}/missing.json")
 
+    async def test_get_many_returns_what_exists_and_leaves_out_the_rest(
+        self, session: ArchiveSession, prefix: str
+    ) -> None:
+        archive = session.archive()
+        stored = {f"{prefix}/many/{i:03d}.json": f"body {i}".encode() * (i + 1) for i in range(40)}
+        for key, body in stored.items():
+            await archive.put_once(key, body)
+        erased = f"{prefix}/many/007.json"
+        await archive.delete(erased)
+        missing = f"{prefix}/many/never.json"
+        asked = [missing, *reversed(stored), erased, f"{prefix}/many/003.json"]
+        found = await archive.get_many(asked)
+        expected = {k: b for k, b in stored.items() if k != erased}
+        assert found == expected
+        assert list(found) == [k for k in dict.fromkeys(asked) if k in expected]  # asked order
+        assert await archive.get_many([]) == {}
+        assert await archive.get_many([missing]) == {}
+
     async def test_racing_put_once_on_one_key_has_exactly_one_winner(
         self, session: ArchiveSession, prefix: str
     ) -> None:

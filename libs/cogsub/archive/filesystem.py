@@ -49,6 +49,8 @@ T = TypeVar("T")
 # keys may not use this prefix, and listings skip it.
 _TMP_PREFIX = ".cogsub-tmp-"
 _MAX_SEGMENT_BYTES = 255
+#: The fewest keys one thread reads in a `get_many` (below that a hop costs more than a read).
+_KEYS_PER_READ = 16
 
 
 def _key_problem(key: str, *, what: str) -> str | None:
@@ -350,6 +352,16 @@ def _get(path: Path, key: str) -> bytes:
         raise NotFoundError(f"no archive object under key {key!r}") from None
 
 
+def _get_existing(paths: Sequence[tuple[str, Path]]) -> dict[str, bytes]:
+    found = {}
+    for key, path in paths:
+        try:
+            found[key] = path.read_bytes()
+        except (FileNotFoundError, IsADirectoryError, NotADirectoryError):
+            continue  # erased or never written: left out
+    return found
+
+
 def _delete(path: Path, dir_sync: _GroupSync) -> None:
     try:
         os.unlink(path)
@@ -477,6 +489,24 @@ class FilesystemArchive:
         """The stored bytes of ``key``; ``NotFoundError`` if absent."""
         path = self._path(key)
         return await self._run(key, functools.partial(_get, path, key))
+
+    async def get_many(self, keys: Sequence[str]) -> dict[str, bytes]:
+        """The stored bytes of each of ``keys`` that exists, a few threads reading runs of them.
+
+        One thread hop per run instead of one per key: a page of a hundred small
+        files costs a handful of hops, not a hundred GIL round trips.
+        """
+        paths = [(key, self._path(key)) for key in dict.fromkeys(keys)]
+        if not paths:
+            return {}
+        size = max(_KEYS_PER_READ, -(-len(paths) // self._batch_threads))
+        runs = [paths[start : start + size] for start in range(0, len(paths), size)]
+        found: dict[str, bytes] = {}
+        for part in await asyncio.gather(
+            *(self._run(run[0][0], functools.partial(_get_existing, run)) for run in runs)
+        ):
+            found.update(part)
+        return {key: found[key] for key in keys if key in found}
 
     async def exists(self, key: str) -> bool:
         """Whether an object is stored under ``key``."""

@@ -6,7 +6,7 @@ which is how tests check that data outlives an instance.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Sequence
 
 from cogsub.core.errors import (
     FieldProblem,
@@ -47,6 +47,12 @@ class InMemoryArchive:
             return self.objects[key]
         except KeyError:
             raise NotFoundError(f"no archive object under key {key!r}") from None
+
+    async def get_many(self, keys: Sequence[str]) -> dict[str, bytes]:
+        """The stored bytes of each of ``keys`` that exists."""
+        for key in keys:
+            self._check(key)
+        return {key: self.objects[key] for key in keys if key in self.objects}
 
     async def exists(self, key: str) -> bool:
         """Whether an object is stored under ``key``."""

@@ -6,7 +6,9 @@ Contract every adapter keeps:
   does, and it raises ``ObjectExistsError`` if any object is already stored
   under the key — whatever its content. Deciding whether an existing object is
   "the same" is the caller's business (see ingestion).
-- ``get`` returns the exact bytes that were put, or raises ``NotFoundError``.
+- ``get`` returns the exact bytes that were put, or raises ``NotFoundError``;
+  ``get_many`` returns those of the keys that exist (a missing key is left out,
+  never an error), in as few round trips as the backend allows.
 - ``list`` yields keys under a prefix in lexicographic order.
 - ``delete`` erases for good (forget / GDPR); it is the only way an object
   ever changes, and it never fails for a missing key.
@@ -15,7 +17,7 @@ Contract every adapter keeps:
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Sequence
 from typing import Protocol
 
 
@@ -30,6 +32,10 @@ class ArchiveStore(Protocol):
 
     async def get(self, key: str) -> bytes:
         """The stored bytes of ``key``."""
+        ...
+
+    async def get_many(self, keys: Sequence[str]) -> dict[str, bytes]:
+        """The stored bytes of each of ``keys`` that exists, by key."""
         ...
 
     async def exists(self, key: str) -> bool:

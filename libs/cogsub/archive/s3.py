@@ -57,6 +57,8 @@ _Outcomes = list[CogsubError | None]
 _log = structlog.get_logger(__name__)
 
 _MAX_KEY_BYTES = 1024
+#: GetObject requests one `get_many` keeps in flight (within the default client pool of 32).
+_GET_MANY_CONCURRENCY = 16
 _NOT_FOUND_CODES = frozenset({"NoSuchKey", "NotFound", "404"})
 _REFUSED_CODES = frozenset({"PreconditionFailed", "ConditionalRequestConflict"})
 _DENIED_CODES = frozenset(
@@ -385,6 +387,23 @@ class S3Archive:
         full = self._full_key(key)
         with map_s3_errors(bucket=self._bucket, key=key):
             return await self._run(self._get_sync, full)
+
+    async def get_many(self, keys: Sequence[str]) -> dict[str, bytes]:
+        """The stored bytes of each of ``keys`` that exists: S3 has no batch read, so one
+        ``GetObject`` per key, ``_GET_MANY_CONCURRENCY`` at a time."""
+        gate = asyncio.Semaphore(_GET_MANY_CONCURRENCY)
+
+        async def one(key: str) -> bytes | None:
+            async with gate:
+                try:
+                    return await self.get(key)
+                except NotFoundError:
+                    return None
+
+        unique = list(dict.fromkeys(keys))
+        bodies = await asyncio.gather(*(one(key) for key in unique))
+        found = {key: body for key, body in zip(unique, bodies, strict=True) if body is not None}
+        return {key: found[key] for key in keys if key in found}
 
     async def exists(self, key: str) -> bool:
         """Whether an object is stored under ``key``."""

@@ -13,7 +13,6 @@ from collections.abc import Awaitable, Callable, Iterable, Sequence
 from typing import TypeVar
 
 from cogsub.archive.ports import ArchiveStore
-from cogsub.core.errors import NotFoundError
 
 __all__ = ["CONCURRENCY", "bounded", "chunks", "read_many"]
 
@@ -42,13 +41,5 @@ def chunks(items: Sequence[T], size: int) -> list[Sequence[T]]:
 
 
 async def read_many(archive: ArchiveStore, keys: Sequence[str]) -> dict[str, bytes]:
-    """The bodies of ``keys`` that still exist, in the order of ``keys``."""
-
-    async def read(key: str) -> bytes | None:
-        try:
-            return await archive.get(key)
-        except NotFoundError:
-            return None  # erased meanwhile: the caller skips it
-
-    bodies = await bounded(keys, read)
-    return {k: b for k, b in zip(keys, bodies, strict=True) if b is not None}
+    """The bodies of ``keys`` that still exist, in the order of ``keys`` (erased ones left out)."""
+    return await archive.get_many(keys)
