@@ -15,6 +15,7 @@ from __future__ import annotations
 import asyncio
 import email.utils
 import random
+import re
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -31,7 +32,9 @@ __all__ = [
     "OpenAICompatibleEndpoint",
     "RetryableStatus",
     "ServerAnswer",
+    "UnusableReply",
     "is_retryable_status",
+    "reply_content",
     "retry_after_s",
     "server_explanation",
     "wrong_settings",
@@ -248,3 +251,40 @@ class OpenAICompatibleEndpoint:
         if is_retryable_status(status):
             raise RetryableStatus(message, retry_after_s(response.headers, time.time()))
         raise refuse(ServerAnswer(status, message, code))
+
+
+# Servers that ignore response_format often wrap the JSON in a code fence.
+_FENCE = re.compile(r"^```(?:json)?\s*(?P<body>.*?)\s*```$", re.S)
+
+
+class UnusableReply(Exception):
+    """A chat completion whose output cannot be used; the message says why."""
+
+
+def reply_content(response: httpx.Response) -> str:
+    """The text of a chat completion's first choice, out of any code fence.
+
+    Raises:
+        ConfigurationError: the answer is not a chat completion (wrong URL or server).
+        UnusableReply: the model refused, was cut short or filtered, or said nothing.
+    """
+    try:
+        choice = response.json()["choices"][0]
+        message = choice["message"]
+        finish_reason = choice.get("finish_reason")
+        content = message.get("content")
+        refusal = message.get("refusal")
+    except (ValueError, KeyError, IndexError, TypeError, AttributeError) as exc:
+        raise ConfigurationError(
+            f"{response.request.url} did not answer with a chat completion ({type(exc).__name__})"
+        ) from exc
+    if refusal:
+        raise UnusableReply(f"the model refused: {str(refusal)[:200]}")
+    if finish_reason == "length":
+        raise UnusableReply("the model's output was cut short (finish_reason=length)")
+    if finish_reason == "content_filter":
+        raise UnusableReply("the model's output was withheld by a content filter")
+    if not isinstance(content, str) or not content.strip():
+        raise UnusableReply("the model returned no content")
+    fenced = _FENCE.match(content.strip())
+    return fenced["body"] if fenced is not None else content.strip()

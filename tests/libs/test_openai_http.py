@@ -17,7 +17,9 @@ from cogsub.core.errors import ConfigurationError
 from cogsub.openai_http import (
     Backoff,
     ServerAnswer,
+    UnusableReply,
     is_retryable_status,
+    reply_content,
     retry_after_s,
     server_explanation,
     wrong_settings,
@@ -32,11 +34,46 @@ def test_public_names_are_pinned() -> None:
         "OpenAICompatibleEndpoint",
         "RetryableStatus",
         "ServerAnswer",
+        "UnusableReply",
         "is_retryable_status",
+        "reply_content",
         "retry_after_s",
         "server_explanation",
         "wrong_settings",
     ]
+
+
+def _completion(message: dict[str, object], finish_reason: str = "stop") -> httpx.Response:
+    body = {"choices": [{"message": message, "finish_reason": finish_reason}]}
+    return httpx.Response(200, json=body, request=httpx.Request("POST", "http://127.0.0.1/v1"))
+
+
+def test_a_reply_is_its_first_choice_out_of_any_code_fence() -> None:
+    assert reply_content(_completion({"content": ' {"a": 1} '})) == '{"a": 1}'
+    assert reply_content(_completion({"content": '```json\n{"a": 1}\n```'})) == '{"a": 1}'
+
+
+@pytest.mark.parametrize(
+    ("message", "finish_reason", "why"),
+    [
+        ({"content": "x", "refusal": "no"}, "stop", "refused"),
+        ({"content": '{"a"'}, "length", "cut short"),
+        ({"content": "x"}, "content_filter", "content filter"),
+        ({"content": "  "}, "stop", "no content"),
+        ({"content": None}, "stop", "no content"),
+    ],
+)
+def test_an_unusable_reply_says_why(
+    message: dict[str, object], finish_reason: str, why: str
+) -> None:
+    with pytest.raises(UnusableReply, match=why):
+        reply_content(_completion(message, finish_reason))
+
+
+def test_an_answer_that_is_no_chat_completion_is_a_settings_error() -> None:
+    response = httpx.Response(200, json={"data": []}, request=httpx.Request("GET", "http://h/x"))
+    with pytest.raises(ConfigurationError, match="did not answer with a chat completion"):
+        reply_content(response)
 
 
 @pytest.mark.parametrize("status", [408, 409, 429, 500, 502, 503, 599])

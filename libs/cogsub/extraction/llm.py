@@ -29,7 +29,14 @@ from pydantic import ValidationError as PydanticValidationError
 from cogsub.core.errors import ConfigurationError
 from cogsub.core.events import FactType
 from cogsub.extraction.ports import ExtractedFact, ExtractionInput, ExtractionRejected
-from cogsub.openai_http import Backoff, OpenAICompatibleEndpoint, ServerAnswer, wrong_settings
+from cogsub.openai_http import (
+    Backoff,
+    OpenAICompatibleEndpoint,
+    ServerAnswer,
+    UnusableReply,
+    reply_content,
+    wrong_settings,
+)
 
 __all__ = ["FACTS_SCHEMA", "SYSTEM_PROMPT", "LLMExtractor"]
 
@@ -37,7 +44,6 @@ _log = structlog.get_logger(__name__)
 
 _TOO_LONG_CODES = frozenset({"context_length_exceeded", "string_above_max_length"})
 _ISO_DAY = re.compile(r"\d{4}-\d{2}-\d{2}")
-_FENCE = re.compile(r"^```(?:json)?\s*(?P<body>.*?)\s*```$", re.S)
 
 SYSTEM_PROMPT = """\
 You turn content seen by an AI agent into facts for its long-term memory. Return \
@@ -235,28 +241,9 @@ class LLMExtractor:
 
     def _parse(self, response: httpx.Response, item: ExtractionInput) -> list[ExtractedFact]:
         try:
-            choice = response.json()["choices"][0]
-            message = choice["message"]
-            finish_reason = choice.get("finish_reason")
-            content = message.get("content")
-            refusal = message.get("refusal")
-        except (ValueError, KeyError, IndexError, TypeError, AttributeError) as exc:
-            raise ConfigurationError(
-                f"{self._endpoint.url} did not answer with a chat completion ({type(exc).__name__})"
-            ) from exc
-        if refusal:
-            raise self._reject(item, f"the model refused: {str(refusal)[:200]}")
-        if finish_reason == "length":
-            raise self._reject(item, "output cut short (finish_reason=length)")
-        if finish_reason == "content_filter":
-            raise self._reject(item, "output withheld by a content filter")
-        if not isinstance(content, str) or not content.strip():
-            raise self._reject(item, "the model returned no content")
-        content = content.strip()
-        fenced = _FENCE.match(content)
-        if fenced is not None:
-            # Servers that ignore response_format often wrap the JSON in a code fence.
-            content = fenced["body"]
+            content = reply_content(response)
+        except UnusableReply as exc:
+            raise self._reject(item, str(exc)) from None
         try:
             parsed = _Facts.model_validate_json(content)
         except PydanticValidationError as exc:

@@ -14,7 +14,6 @@ memories are fine, the model's answer was not, and asking again may succeed.
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 from typing import Annotated, Any, Protocol
 
@@ -25,7 +24,7 @@ from pydantic import ValidationError as PydanticValidationError
 
 from cogsub.core.context import Answer, AnswerRequest, ContextBlock, ContextRequest
 from cogsub.core.errors import ConfigurationError, NotConfiguredError, UnavailableError
-from cogsub.openai_http import Backoff, OpenAICompatibleEndpoint
+from cogsub.openai_http import Backoff, OpenAICompatibleEndpoint, UnusableReply, reply_content
 from cogsub.recall.context_block import Recalls, context_block
 
 log = structlog.get_logger("cogsub.recall.answer")
@@ -36,7 +35,6 @@ ANSWER_SETTINGS = (
     "COGSUB_CONSOLIDATION__LLM_MODEL (plus COGSUB_CONSOLIDATION__LLM_API_KEY if the "
     "endpoint needs one)"
 )
-_FENCE = re.compile(r"^```(?:json)?\s*(?P<body>.*?)\s*```$", re.S)
 _MAX_ANSWER_CHARS = 20_000
 
 SYSTEM_PROMPT = """\
@@ -155,27 +153,9 @@ def user_message(question: str, block: ContextBlock) -> str:
 def parse_answer(response: httpx.Response) -> tuple[str, list[str]]:
     """The answer and cited ids of a chat completion; UnavailableError naming what was wrong."""
     try:
-        choice = response.json()["choices"][0]
-        message = choice["message"]
-        finish_reason = choice.get("finish_reason")
-        content = message.get("content")
-        refusal = message.get("refusal")
-    except (ValueError, KeyError, IndexError, TypeError, AttributeError) as exc:
-        raise ConfigurationError(
-            f"{response.request.url} did not answer with a chat completion ({type(exc).__name__})"
-        ) from exc
-    if refusal:
-        raise UnavailableError(f"the model refused: {str(refusal)[:200]}")
-    if finish_reason == "length":
-        raise UnavailableError("the model's output was cut short (finish_reason=length)")
-    if finish_reason == "content_filter":
-        raise UnavailableError("the model's output was withheld by a content filter")
-    if not isinstance(content, str) or not content.strip():
-        raise UnavailableError("the model returned no content")
-    content = content.strip()
-    fenced = _FENCE.match(content)
-    if fenced is not None:
-        content = fenced["body"]  # servers ignoring response_format often fence their JSON
+        content = reply_content(response)
+    except UnusableReply as exc:
+        raise UnavailableError(str(exc)) from None
     try:
         parsed = _ModelAnswer.model_validate_json(content)
     except PydanticValidationError as exc:
