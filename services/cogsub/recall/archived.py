@@ -17,7 +17,6 @@ few that recall returns; the cache costs one archive read per memory per process
 
 from __future__ import annotations
 
-import asyncio
 import json
 import time
 from collections import OrderedDict
@@ -124,12 +123,11 @@ class ArchivedReads:
         missing = list(dict.fromkeys(key for key in keys if key not in found))
         self._hits += len(keys) - len(missing)
         self._misses += len(missing)
-        for key, event in zip(
-            missing, await asyncio.gather(*map(self._read, missing)), strict=True
-        ):
-            if event is not None:
-                found[key] = event
-                self._events.put(key, event)
+        read = await self._archive.get_many(missing) if missing else {}
+        for key, raw in read.items():
+            event = _archived(raw)
+            found[key] = event
+            self._events.put(key, event)
         return [found.get(key) for key in keys]
 
     async def rule(self, key: str) -> str | None:
@@ -153,12 +151,9 @@ class ArchivedReads:
             self._events.drop(key)
             self._rules.drop(key)
 
-    async def _read(self, key: str) -> Archived | None:
-        try:
-            raw = await self._archive.get(key)
-        except NotFoundError:
-            return None
-        event = ArchivedEvent.model_validate_json(raw)
-        structured = event.input.structured
-        fields: dict[str, object] = dict(structured) if isinstance(structured, dict) else {}
-        return Archived(event.input.text, fields)
+
+def _archived(raw: bytes) -> Archived:
+    event = ArchivedEvent.model_validate_json(raw)
+    structured = event.input.structured
+    fields: dict[str, object] = dict(structured) if isinstance(structured, dict) else {}
+    return Archived(event.input.text, fields)
