@@ -26,10 +26,15 @@ import numpy.typing as npt
 from cogsub.core.documents import IndexDocument
 from cogsub.index.ports import Embeddings, Hit
 from cogsub.recall.context import Links, instant, neighbour_links
+from cogsub.recall.per_document import PerDocument
 from cogsub.recall.policy import RRF_K, RankingPolicy
 from cogsub.recall.query import QueryAnalysis, has_time_expression, speaker_of
 
 _FloatArray = npt.NDArray[np.float64]
+
+#: The cues a summary carries, read once per document object (``PerDocument``).
+_speaker = PerDocument(lambda doc: speaker_of(doc.summary))
+_says_when = PerDocument(lambda doc: has_time_expression(doc.summary))
 
 
 @dataclass
@@ -252,15 +257,13 @@ def _boosts(
     """The product of the query cues each document matches (1 when it matches none)."""
     boost = np.ones(len(docs), dtype=np.float64)
     # Each cue reads the documents only when the query carries it (most carry one or none).
-    speakers = [speaker_of(d.summary) for d in docs] if analysis.names else []
+    speakers = [_speaker(d) for d in docs] if analysis.names else []
     named = analysis.names & {s for s in speakers if s is not None}
     # Only one named speaker is a clear cue; "X and Y" questions are about both.
     if len(named) == 1:
         boost *= [1.0 + policy.speaker_boost if s in named else 1.0 for s in speakers]
     if analysis.temporal:
-        boost *= [
-            1.0 + policy.temporal_boost if has_time_expression(d.summary) else 1.0 for d in docs
-        ]
+        boost *= [1.0 + policy.temporal_boost if _says_when(d) else 1.0 for d in docs]
     if analysis.dates:
         days = [instant(d.timestamp).date() for d in docs]
         boost *= [
