@@ -187,6 +187,28 @@ class ArchiveStoreContract:
         assert await archive.get_many([]) == {}
         assert await archive.get_many([missing]) == {}
 
+    async def test_get_many_refuses_an_invalid_key_before_reading(
+        self, session: ArchiveSession, prefix: str
+    ) -> None:
+        archive = session.archive()
+        with pytest.raises(InvalidInputError):
+            await archive.get_many([f"{prefix}/fine.json", ""])
+
+    async def test_get_many_beside_deletes_returns_whole_bodies_or_nothing(
+        self, session: ArchiveSession, prefix: str
+    ) -> None:
+        archive = session.archive()
+        stored = {f"{prefix}/race/{i:03d}.json": f"body {i} ".encode() * 50 for i in range(60)}
+        for key, body in stored.items():
+            await archive.put_once(key, body)
+        doomed = list(stored)[::2]
+        read, *_ = await asyncio.gather(
+            archive.get_many(list(stored)), *(archive.delete(key) for key in doomed)
+        )
+        assert all(read[key] == stored[key] for key in read)  # never a torn body
+        assert set(stored) - set(doomed) <= set(read)  # the survivors are all there
+        assert set(await archive.get_many(list(stored))) == set(stored) - set(doomed)
+
     async def test_racing_put_once_on_one_key_has_exactly_one_winner(
         self, session: ArchiveSession, prefix: str
     ) -> None:

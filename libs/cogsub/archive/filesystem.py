@@ -355,10 +355,11 @@ def _get(path: Path, key: str) -> bytes:
 def _get_existing(paths: Sequence[tuple[str, Path]]) -> dict[str, bytes]:
     found = {}
     for key, path in paths:
-        try:
-            found[key] = path.read_bytes()
-        except (FileNotFoundError, IsADirectoryError, NotADirectoryError):
-            continue  # erased or never written: left out
+        with _mapped_errors(key):  # a failure names its own key, not the run's first
+            try:
+                found[key] = path.read_bytes()
+            except (FileNotFoundError, IsADirectoryError, NotADirectoryError):
+                continue  # erased or never written: left out
     return found
 
 

@@ -401,8 +401,19 @@ class S3Archive:
                     return None
 
         unique = list(dict.fromkeys(keys))
-        bodies = await asyncio.gather(*(one(key) for key in unique))
-        found = {key: body for key, body in zip(unique, bodies, strict=True) if body is not None}
+        for key in unique:
+            _check_key(key)
+        try:
+            # A failed read cancels the others rather than leaving them running unowned.
+            async with asyncio.TaskGroup() as group:
+                tasks = [group.create_task(one(key)) for key in unique]
+        except* Exception as failed:
+            raise failed.exceptions[0] from None
+        found = {
+            key: body
+            for key, task in zip(unique, tasks, strict=True)
+            if (body := task.result()) is not None
+        }
         return {key: found[key] for key in keys if key in found}
 
     async def exists(self, key: str) -> bool:

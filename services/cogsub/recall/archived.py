@@ -107,6 +107,10 @@ class ArchivedReads:
         self._archive = archive
         self._events: _Recent[Archived] = _Recent(max_entries, max_age_s, clock)
         self._rules: _Recent[str] = _Recent(max_entries, max_age_s, clock)
+        # When each key was last forgotten (a count of forgets), so a read that was in
+        # flight during its forget does not put the erased text back.
+        self._forgets = 0
+        self._forgotten_at: _Recent[int] = _Recent(max_entries, max_age_s, clock)
         self._hits = 0
         self._misses = 0
 
@@ -123,11 +127,13 @@ class ArchivedReads:
         missing = list(dict.fromkeys(key for key in keys if key not in found))
         self._hits += len(keys) - len(missing)
         self._misses += len(missing)
+        began = self._forgets
         read = await self._archive.get_many(missing) if missing else {}
         for key, raw in read.items():
             event = _archived(raw)
             found[key] = event
-            self._events.put(key, event)
+            if self._unchanged_since(key, began):
+                self._events.put(key, event)
         return [found.get(key) for key in keys]
 
     async def rule(self, key: str) -> str | None:
@@ -137,19 +143,28 @@ class ArchivedReads:
             self._hits += 1
             return known
         self._misses += 1
+        began = self._forgets
         try:
             record = json.loads(await self._archive.get(key))
         except NotFoundError:
             return None
         rule = str(record.get("rule"))
-        self._rules.put(key, rule)
+        if self._unchanged_since(key, began):
+            self._rules.put(key, rule)
         return rule
 
     def forgotten(self, keys: Iterable[str]) -> None:
         """Drop what the cache holds of these objects (a forget erased them)."""
+        self._forgets += 1
         for key in keys:
             self._events.drop(key)
             self._rules.drop(key)
+            self._forgotten_at.put(key, self._forgets)
+
+    def _unchanged_since(self, key: str, began: int) -> bool:
+        """Whether ``key`` was not forgotten after a read that began at ``began``."""
+        at = self._forgotten_at.get(key)
+        return at is None or at <= began
 
 
 def _archived(raw: bytes) -> Archived:

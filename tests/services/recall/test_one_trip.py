@@ -141,6 +141,38 @@ async def test_archived_reads_read_each_object_once_until_forgotten(tmp_path: Pa
         assert await reads.rule(missing) is None
 
 
+class _HeldReads:
+    """The archive, with ``get_many`` held at a gate until the test opens it."""
+
+    def __init__(self, archive: Any) -> None:
+        self._archive = archive
+        self.reading, self.gate = asyncio.Event(), asyncio.Event()
+
+    async def get_many(self, keys: Sequence[str]) -> dict[str, bytes]:
+        found = await self._archive.get_many(keys)
+        self.reading.set()
+        await self.gate.wait()
+        return found
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._archive, name)
+
+
+async def test_a_forget_during_a_read_is_not_undone_by_that_read(tmp_path: Path) -> None:
+    async with live_stack(tmp_path) as stack:
+        kept = await stack.service.retain(BANK, RetainRequest(content=TURNS[0], wait=True))
+        held = _HeldReads(stack.archive)
+        reads = ArchivedReads(held)  # type: ignore[arg-type]
+        key = kept.object_storage_key
+        in_flight = asyncio.create_task(reads.events([key]))
+        await held.reading.wait()  # the body is read; the forget lands before it is kept
+        await stack.archive.delete(key)
+        reads.forgotten([key])
+        held.gate.set()
+        assert (await in_flight)[0] is not None  # that recall began before the forget
+        assert await reads.events([key]) == [None]  # but the erased text was not kept
+
+
 async def test_archived_reads_keep_nothing_past_its_age(tmp_path: Path) -> None:
     now = [100.0]
     async with live_stack(tmp_path) as stack:
