@@ -16,6 +16,7 @@ from datetime import datetime
 from functools import lru_cache
 
 from cogsub.core.documents import IndexDocument
+from cogsub.recall.per_document import PerDocument
 
 
 @dataclass(frozen=True)
@@ -37,8 +38,8 @@ def instant(timestamp: str) -> datetime:
     return datetime.fromisoformat(timestamp.replace("Z", "+00:00"))
 
 
-def _epoch_s(timestamp: str) -> float:
-    return instant(timestamp).timestamp()
+#: A document's time in epoch seconds, once per document object (links read every candidate's).
+_epoch_s = PerDocument(lambda doc: instant(doc.timestamp).timestamp())
 
 
 def neighbour_links(documents: Sequence[IndexDocument], *, max_gap_s: float) -> Links:
@@ -53,7 +54,7 @@ def neighbour_links(documents: Sequence[IndexDocument], *, max_gap_s: float) -> 
     sessions: dict[str, list[tuple[float, str, int]]] = {}
     for position, doc in enumerate(documents):
         if doc.session_id is not None:
-            entry = (_epoch_s(doc.timestamp), doc.event_id, position)
+            entry = (_epoch_s(doc), doc.event_id, position)
             sessions.setdefault(doc.session_id, []).append(entry)
     for members in sessions.values():
         members.sort()

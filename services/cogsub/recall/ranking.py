@@ -288,6 +288,8 @@ def _tag_value(tags: Sequence[str], prefix: str) -> str | None:
 
 def newest_versions(ranked: Sequence[Scored], newest: Mapping[str, int]) -> list[Scored]:
     """Drop procedure versions older than the newest known version of their procedure."""
+    if not newest:  # no procedure among the candidates: nothing to drop, nothing to read
+        return list(ranked)
     kept = []
     for item in ranked:
         found = procedure_version(item.candidate.document.tags)

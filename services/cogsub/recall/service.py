@@ -61,6 +61,7 @@ from cogsub.index.ports import DocumentPatch, MemoryIndex, NeighbourWindow, Sear
 from cogsub.recall.archived import Archived, ArchivedReads
 from cogsub.recall.facets import recall_by_facets
 from cogsub.recall.feedback import RetrievalFeedback
+from cogsub.recall.per_document import PerDocument
 from cogsub.recall.policy import RankingPolicy
 from cogsub.recall.query import analyse_query, without_names
 from cogsub.recall.ranking import (
@@ -90,6 +91,8 @@ MAX_IDS_PER_SESSION = 10_000
 IDENTICAL_POOL = 20
 #: An identical retain counts as the memory being met again: one more use, decay restored.
 REINFORCED_BY_RETAIN = DocumentPatch(retrieval_count_increment=1, decay_factor=1.0)
+#: Whether a candidate lost a conflict, read once per document object (every recall asks).
+_superseded = PerDocument(is_superseded)
 
 
 class SessionNovelty:
@@ -345,7 +348,7 @@ class MemoryService:
             prefer_observations=request.prefer_observations,
         )
         if not request.all_versions:
-            ranked = [s for s in ranked if not is_superseded(s.candidate.document)]
+            ranked = [s for s in ranked if not _superseded(s.candidate.document)]
             ranked = newest_versions(ranked, found.newest_versions)
         ranked = await self._reranked(request.query, ranked)
         results, used = await self._fill(bank_id, ranked, request)

@@ -11,7 +11,14 @@ from hypothesis import strategies as st
 from cogsub.core import FactType
 from cogsub.recall.fusion import Candidate
 from cogsub.recall.policy import RankingPolicy
-from cogsub.recall.ranking import Scored, diversified, rank, score, session_lifted
+from cogsub.recall.ranking import (
+    Scored,
+    diversified,
+    newest_versions,
+    rank,
+    score,
+    session_lifted,
+)
 from tests.services.recall.docs import T0, doc
 
 NOW = datetime(2023, 6, 7, 13, 56, tzinfo=UTC)  # 30 days after T0: recency 0.5
@@ -172,3 +179,17 @@ def test_rank_scores_every_candidate_exactly_as_score_does(
         assert item.final == alone.final  # to the bit, not approximately
         assert dict(item.signals) == dict(alone.signals)
         assert list(item.signals) == list(alone.signals)  # the breakdown's order too
+
+
+def _versioned(event_id: str, procedure: str, version: int) -> Scored:
+    tags = [f"procedure:{procedure}", f"version:{version}"]
+    document = doc(event_id).model_copy(update={"tags": tags})
+    return Scored(Candidate(document), {}, {}, 1.0)
+
+
+def test_older_procedure_versions_are_dropped_and_without_newest_every_one_is_kept() -> None:
+    ranked = [_versioned("a1", "p", 1), _versioned("a2", "p", 2), _versioned("b1", "q", 1)]
+    kept = newest_versions(ranked, {"p": 2})
+    assert [s.candidate.document.event_id for s in kept] == ["a2", "b1"]
+    assert newest_versions(ranked, {}) == ranked
+    assert newest_versions(ranked, {}) is not ranked
