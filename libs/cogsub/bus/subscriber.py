@@ -262,6 +262,10 @@ class Subscriber(Generic[S, O]):
         step = chained(self._middlewares, _around_finish, lambda _: self._handler.finish(staged))
         return await step(call)
 
+    async def dead_letter(self, letter: DeadLetter) -> None:
+        """Send a letter the handler decided on, through the middlewares as the runtime's own."""
+        await self._send(letter)
+
     async def _publish(self, letter: DeadLetter) -> None:
         log.warning(
             "event_dead_lettered",

@@ -24,7 +24,7 @@ from dataclasses import dataclass
 import structlog
 from pydantic import TypeAdapter, ValidationError
 
-from cogsub.bus.dead_letters import DeadLetter, send
+from cogsub.bus.dead_letters import DeadLetter
 from cogsub.bus.middleware import ConsumerSpans, LogContext, Middleware
 from cogsub.bus.ports import EventBus, Record
 from cogsub.bus.retry import Backoff, pause
@@ -337,9 +337,8 @@ class ConsolidationWorker:
         return await self.round_of(bank_id)
 
     async def _dead_letter(self, record: Record, kind: str, reason: str) -> None:
-        log.warning("consolidation_dead_letter", topic=record.topic, kind=kind, reason=reason)
         letter = DeadLetter.of(CONSOLIDATION_DLQ, record, kind, reason[:_MAX_REASON_CHARS])
-        await send(self._bus, letter)
+        await self._subscriber.dead_letter(letter)
 
 
 async def _follow(stop: asyncio.Event, halt: asyncio.Event) -> None:

@@ -12,6 +12,7 @@ from typing import Any
 
 import pytest
 
+from cogsub.bus.middleware import ConsumerMetrics
 from cogsub.bus.ports import Record
 from cogsub.consolidation import ConsolidationRound, ConsolidationWorker, FactStage, request_payload
 from cogsub.consolidation.facts import ExtractionOutcome, PlannedBatch
@@ -21,6 +22,7 @@ from cogsub.core.memory import ConsolidationReport, RetainRequest
 from cogsub.core.topics import CONSOLIDATION_DLQ, CONSOLIDATION_REQUEST, EXPERIENCE_ENRICHED
 from cogsub.extraction.llm import LLMExtractor
 from cogsub.runtime.wiring import Consolidation
+from cogsub.telemetry.metrics import Metrics
 from tests.fixtures.chat_server import ChatServer
 from tests.services.consolidation.stack import ConsolidationStack, consolidation_stack
 
@@ -36,7 +38,10 @@ FACT = {
 
 @contextlib.asynccontextmanager
 async def running_worker(
-    stack: ConsolidationStack, chat: ChatServer, reports: list[ConsolidationReport]
+    stack: ConsolidationStack,
+    chat: ChatServer,
+    reports: list[ConsolidationReport],
+    metrics: Metrics | None = None,
 ) -> AsyncIterator[ConsolidationWorker]:
     extractor = LLMExtractor(
         base_url=chat.api_url, model="gpt-test", timeout_s=5.0, max_attempts=2, backoff_base_s=0.01
@@ -56,6 +61,7 @@ async def running_worker(
         group="consolidation-test",
         poll_timeout_s=0.02,
         on_round=reports.append,
+        middlewares=[ConsumerMetrics(metrics, group="consolidation-test")] if metrics else (),
     )
     stop = asyncio.Event()
     task = asyncio.create_task(worker.run(stop))
@@ -140,7 +146,11 @@ async def test_requests_run_rounds_and_poison_goes_to_the_dead_letter_topic(
     tmp_path: Path, chat_server: ChatServer
 ) -> None:
     reports: list[ConsolidationReport] = []
-    async with consolidation_stack(tmp_path) as stack, running_worker(stack, chat_server, reports):
+    metrics = Metrics()
+    async with (
+        consolidation_stack(tmp_path) as stack,
+        running_worker(stack, chat_server, reports, metrics),
+    ):
         await stack.service.retain(
             BANK,
             RetainRequest(
@@ -155,6 +165,11 @@ async def test_requests_run_rounds_and_poison_goes_to_the_dead_letter_topic(
         (letter,) = await _dead_letters(stack, 1)
         assert letter.value == b"not json"
         assert b"bankId" in (letter.header("cogsub-dlq-reason") or b"")
+        # The worker's own letters go through the runtime's middlewares, metrics included.
+        counted = metrics.consumer_dead_letters.labels(
+            "consolidation-test", CONSOLIDATION_REQUEST, "invalid"
+        )
+        assert counted._value.get() == 1
 
         async def reported() -> bool:
             return bool(reports)
