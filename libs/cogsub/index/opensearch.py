@@ -62,7 +62,6 @@ log = structlog.get_logger(__name__)
 
 _INVALID_NAME = "invalid_index_name_exception"
 _ALREADY_EXISTS = "resource_already_exists_exception"
-_REFRESH = "wait_for"
 #: What an ownership read needs of a document: its bank, and its event id (not in ``_id``).
 _OWNER_FIELDS = "bank_id,event_id"
 
@@ -135,7 +134,6 @@ class OpenSearchMemoryIndex(OpenSearchListing):
         self._replicas = replicas
         self._bulk_size = bulk_size
         self._knn_candidates = knn_candidates
-        self._max_update_attempts = max_update_attempts
         self._dimension: int | None = None
         self._writes = ConditionalWrites(
             client, index, bulk_size=bulk_size, max_attempts=max_update_attempts
@@ -228,7 +226,7 @@ class OpenSearchMemoryIndex(OpenSearchListing):
         }
         for start, lines in batches.items():
             with translated("bulk", bad_request=InvalidInputError):
-                response = await self._client.bulk(body=lines, refresh=_REFRESH)
+                response = await self._client.bulk(body=lines, refresh=queries.REFRESH)
             raise_for_failures(queries.bulk_failures(response, offset=start))
 
     async def get(self, bank_id: str, event_id: str) -> IndexDocument | None:

@@ -8,13 +8,12 @@
     RequestError (400)                                 -> the caller's ``bad_request`` class
     any other OpenSearchException                      -> CogsubError
 
-and refused items of a ``_bulk`` or an ``mget``, which answer 200 as a whole.
+and refused items of a ``_bulk`` or an ``mget``, which answer 200 as a whole, and a
+stored document that is no longer an ``IndexDocument``.
 """
 
 from __future__ import annotations
 
-import asyncio
-import random
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from typing import Any
@@ -111,11 +110,6 @@ def raise_for_failures(failures: list[queries.BulkFailure]) -> None:
     if all(f.status == 409 for f in failures):
         raise ConflictError(summary)
     raise CogsubError(summary)
-
-
-async def backoff() -> None:
-    # Jitter spreads out writers that lost the same race, so they do not collide again.
-    await asyncio.sleep(random.uniform(0.0, 0.005))
 
 
 def stored_document(source: Mapping[str, Any]) -> IndexDocument:

@@ -29,6 +29,10 @@ from cogsub.core.errors import ConfigurationError, FieldProblem, InvalidInputErr
 from cogsub.core.events import MAX_EMBEDDING_DIMENSION, format_timestamp
 from cogsub.index.ports import DecayStep, SearchFilters
 
+#: Writes wait for the refresh that makes them searchable (the port's contract), without
+#: forcing a segment per request.
+REFRESH = "wait_for"
+
 Body = dict[str, Any]
 
 INDEX_NAME = EXPERIENCE_INDEX

@@ -10,6 +10,7 @@ read with the bank and kept only where it matches.
 from __future__ import annotations
 
 import asyncio
+import random
 from collections.abc import Mapping
 from typing import Any
 
@@ -19,14 +20,12 @@ from cogsub.core.documents import IndexDocument
 from cogsub.core.errors import ConflictError, InvalidInputError, NotFoundError
 from cogsub.index import opensearch_queries as queries
 from cogsub.index.opensearch_errors import (
-    backoff,
     raise_for_failures,
     stored_document,
     translated,
 )
 from cogsub.index.ports import DecayStep, DocumentPatch
 
-_REFRESH = "wait_for"
 #: Documents ``update_many`` patches at once (each is a get and a conditional index).
 _UPDATE_CONCURRENCY = 16
 
@@ -78,7 +77,7 @@ class ConditionalWrites:
                         body=updated.to_source(),
                         if_seq_no=seq_no,
                         if_primary_term=primary_term,
-                        refresh=_REFRESH,
+                        refresh=queries.REFRESH,
                     )
             except ConflictError:
                 await backoff()
@@ -120,7 +119,7 @@ class ConditionalWrites:
             for start in range(0, len(lines), 2 * self._bulk_size):
                 chunk = lines[start : start + 2 * self._bulk_size]
                 with translated("decay page"):
-                    response = await self._client.bulk(body=chunk, refresh=_REFRESH)
+                    response = await self._client.bulk(body=chunk, refresh=queries.REFRESH)
                 failures = queries.bulk_failures(response)
                 # 404: deleted since the page was read (forgotten), so nothing to decay;
                 # 409: changed since, so read again and decay what it is now.
@@ -163,7 +162,7 @@ class ConditionalWrites:
                 return deleted
             lines = queries.bulk_delete_lines(self._index, versions)
             with translated("bulk delete"):
-                response = await self._client.bulk(body=lines, refresh=_REFRESH)
+                response = await self._client.bulk(body=lines, refresh=queries.REFRESH)
             pending, refused = [], []
             for failure in queries.bulk_failures(response):
                 if failure.status == 409:  # changed since the mget: read it again
@@ -193,3 +192,8 @@ class ConditionalWrites:
             for found in response["docs"]
             if found.get("found") and found["_source"].get("bank_id") == bank_id
         }
+
+
+async def backoff() -> None:
+    # Jitter spreads out writers that lost the same race, so they do not collide again.
+    await asyncio.sleep(random.uniform(0.0, 0.005))
