@@ -1,4 +1,4 @@
-"""Group membership repairs of the Kafka adapter (``cogsub.bus.kafka.group_repairs``) on a real broker.
+"""Group membership repairs of the Kafka adapter (``cogsub.bus.kafka.group_repairs``), live.
 
 On noida-db, a commit that races a rebalance used to leave the member's old id in
 the group for good and the group stuck in ``CompletingRebalance``; that is what
