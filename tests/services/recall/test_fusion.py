@@ -7,8 +7,15 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from cogsub.recall.context import neighbour_links
-from cogsub.recall.fusion import _lexical, contextual_fuse, fuse
+from cogsub.recall.context import Links, neighbour_links
+from cogsub.recall.fusion import (
+    _lexical,
+    _median_to_best,
+    _semantic,
+    _unit_rows,
+    contextual_fuse,
+    fuse,
+)
 from cogsub.recall.policy import RankingPolicy
 from cogsub.recall.query import analyse_query
 from tests.services.recall.docs import doc, hits
@@ -209,3 +216,44 @@ def test_neighbours_shares_as_arrays_equal_the_turn_by_turn_sum(rows, before_que
     expected_total, expected_context = _lexical_turn_by_turn(bm25, docs, links, policy)
     assert total.tolist() == expected_total.tolist()
     assert context.tolist() == expected_context.tolist()
+
+
+def _semantic_row_by_row(
+    vectors: np.ndarray, query: np.ndarray, links: Links, policy: RankingPolicy
+) -> list[float]:
+    """The contextual cosine as it was first written: one row and one side at a time."""
+    unit = _unit_rows(vectors)
+    mixed = unit.copy()
+    for side in (links.before, links.after):
+        for i, j in enumerate(side):
+            if j is not None:
+                mixed[i] += policy.vector_context * unit[j]
+    q = query / (float(np.linalg.norm(query)) or 1.0)
+    return _median_to_best(_unit_rows(mixed) @ q).tolist()
+
+
+@settings(max_examples=80, deadline=None)
+@given(
+    st.lists(
+        st.tuples(
+            st.sampled_from(["s1", "s2", None]),  # session
+            st.integers(0, 40),  # minutes into the session
+            st.lists(st.floats(-1.0, 1.0), min_size=4, max_size=4),  # vector
+        ),
+        min_size=1,
+        max_size=30,
+    ),
+    st.lists(st.floats(-1.0, 1.0), min_size=4, max_size=4),
+    st.floats(0.0, 1.0),
+)
+def test_contextual_cosine_as_arrays_equals_the_row_by_row_sum(rows, query, weight) -> None:
+    docs = [
+        doc(f"t{n}", session=session, at=60.0 * minute)
+        for n, (session, minute, _) in enumerate(rows)
+    ]
+    vectors = np.array([vector for *_, vector in rows], dtype=np.float64)
+    policy = RankingPolicy(vector_context=weight)
+    links = neighbour_links(docs, max_gap_s=policy.neighbour_gap_s)
+    _, semantic = _semantic(vectors, query, links, policy, engine_scores=[None] * len(rows))
+    expected = _semantic_row_by_row(vectors, np.array(query), links, policy)
+    assert semantic.tolist() == expected
