@@ -229,7 +229,7 @@ def _semantic_row_by_row(
             if j is not None:
                 mixed[i] += policy.vector_context * unit[j]
     q = query / (float(np.linalg.norm(query)) or 1.0)
-    return _median_to_best(_unit_rows(mixed) @ q).tolist()
+    return list(_median_to_best(_unit_rows(mixed) @ q).tolist())
 
 
 @settings(max_examples=80, deadline=None)
