@@ -23,8 +23,8 @@ export function lineageGraph(history) {
   const versions = history.versions || [];
   for (let i = 0; i < versions.length; i += 1) {
     const v = versions[i];
-    node(v.memory_id, `v${v.version} ${labelOf(v.text)}`, "version");
-    if (v.memory_id === self) nodes.get(self).label = `v${v.version} ${labelOf(v.text)}`;
+    node(v.memory_id, labelOf(v.text, `v${v.version} `), "version");
+    if (v.memory_id === self) nodes.get(self).label = labelOf(v.text, `v${v.version} `);
     if (i > 0) edges.push({ from: versions[i - 1].memory_id, to: v.memory_id, label: "version" });
   }
   for (const record of history.supersedes || []) {
@@ -53,9 +53,9 @@ function short(label) {
   return label.length > EDGE_LABEL_CHARS ? label.slice(0, EDGE_LABEL_CHARS - 1) + "…" : label;
 }
 
-function labelOf(text) {
-  if (!text) return "(forgotten)";
-  const line = String(text).split("\n")[0];
+// A node's box holds 28 characters, the version prefix included.
+function labelOf(text, prefix = "") {
+  const line = prefix + (text ? String(text).split("\n")[0] : "(forgotten)");
   return line.length > 28 ? line.slice(0, 27) + "…" : line;
 }
 
