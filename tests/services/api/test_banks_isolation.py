@@ -120,6 +120,7 @@ async def test_a_key_lists_reads_and_updates_only_its_banks(
     elif route == "history":
         response = await corpus.api.get(f"{path}/{memory_id}/history", headers=headers)
     else:
+        elsewhere = await tags_elsewhere(corpus, bank, memory_id)
         body = {"content": f"rewritten {memory_id}"}
         response = await corpus.api.put(f"{path}/{memory_id}", json=body, headers=headers)
     if bank not in granted:
@@ -138,11 +139,29 @@ async def test_a_key_lists_reads_and_updates_only_its_banks(
         assert response.status_code == 200, response.text
         assert response.json()["memory"]["object_storage_key"] == own[memory_id]
     else:
-        await check_update(corpus, bank, memory_id, response)
+        await check_update(corpus, bank, memory_id, response, elsewhere)
 
 
-async def check_update(corpus: Corpus, bank: str, memory_id: str, response: httpx.Response) -> None:
-    """An update inside the bank changes that bank alone: the same id elsewhere is untouched."""
+async def tags_elsewhere(corpus: Corpus, bank: str, memory_id: str) -> dict[str, list[str]]:
+    """The tags of ``memory_id`` in every other bank holding it (an update must not touch them)."""
+    found = {}
+    for other in corpus.objects:
+        if other != bank and memory_id in corpus.objects[other]:
+            doc = await corpus.stack.index.get(other, memory_id)
+            assert doc is not None
+            found[other] = list(doc.tags)
+    return found
+
+
+async def check_update(
+    corpus: Corpus,
+    bank: str,
+    memory_id: str,
+    response: httpx.Response,
+    elsewhere: dict[str, list[str]],
+) -> None:
+    """An update inside the bank changes that bank alone: the same id elsewhere is untouched
+    (it may carry an earlier example's update of its own bank, which this one must not change)."""
     if response.status_code == 409:  # updated by an earlier example: only the newest may change
         assert "superseded" in response.json()["error"]["message"]
         return
@@ -150,9 +169,30 @@ async def check_update(corpus: Corpus, bank: str, memory_id: str, response: http
     new_id = response.json()["memory_id"]
     assert response.json()["bank_id"] == bank
     corpus.objects[bank][new_id] = response.json()["object_storage_key"]
-    for other in corpus.objects:
-        if other != bank and memory_id in corpus.objects[other]:
-            doc = await corpus.stack.index.get(other, memory_id)
-            assert doc is not None and not any(t.startswith("superseded-by:") for t in doc.tags)
+    assert await tags_elsewhere(corpus, bank, memory_id) == elsewhere
     record = await corpus.stack.archive.get(f"consolidation/{bank}/supersessions/{memory_id}.json")
     assert json.loads(record)["supersededBy"] == new_id
+
+
+async def test_updates_of_one_id_in_banks_differing_by_case_stay_apart(corpus: Corpus) -> None:
+    both, upper = "key-two-banks-isolation-0123", "key-1-for-isolation-0123"
+    path = "/v1/banks/{}/memories/invoice-7"
+
+    def bearer(key: str) -> dict[str, str]:
+        return {"Authorization": f"Bearer {key}"}
+
+    first = await corpus.api.put(
+        path.format("alpha"), json={"content": "lower"}, headers=bearer(both)
+    )
+    assert first.status_code in (201, 202), first.text
+    after_first = await tags_elsewhere(corpus, "Alpha", "invoice-7")
+    second = await corpus.api.put(
+        path.format("Alpha"), json={"content": "upper"}, headers=bearer(upper)
+    )
+    assert second.status_code in (201, 202), second.text
+    assert await tags_elsewhere(corpus, "Alpha", "invoice-7") == after_first
+    upper_doc = await corpus.stack.index.get("Alpha", "invoice-7")
+    assert upper_doc is not None and any(t.startswith("superseded-by:") for t in upper_doc.tags)
+    lower_doc = await corpus.stack.index.get("alpha", "invoice-7")
+    lower_by = [t for t in lower_doc.tags if t.startswith("superseded-by:")] if lower_doc else []
+    assert lower_by == [f"superseded-by:{first.json()['memory_id']}"]
