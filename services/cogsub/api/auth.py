@@ -126,6 +126,16 @@ def _banks_of(banks: Iterable[str], position: int) -> frozenset[str]:
     return frozenset(checked)
 
 
+_BEARER = "bearer "
+
+
+def bearer_key(header: str | None) -> str | None:
+    """The key of an ``Authorization: Bearer <key>`` header; None for none or another scheme."""
+    if header is None or header[: len(_BEARER)].lower() != _BEARER:
+        return None
+    return header[len(_BEARER) :].strip() or None
+
+
 def banks_granted(keys: ApiKeys | None, key: str | None) -> frozenset[str] | None:
     """The banks ``key`` grants; None: every bank (a ``"*"`` key, or no keys required).
 

@@ -28,12 +28,12 @@ from starlette.datastructures import Headers
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from cogsub.api.auth import ApiKeys, key_digest
+from cogsub.api.auth import bearer_key as bearer_of
 from cogsub.api.errors import error_response
 from cogsub.core.errors import ConfigurationError
 
 DEFAULT_MAX_CALLERS = 10_000
 EXEMPT_PATHS = frozenset({"/healthz", "/readyz"})
-_BEARER = "bearer "
 # Refills are float sums; a token that is 1e-12 short of whole is a whole token.
 _EPSILON = 1e-9
 
@@ -113,11 +113,7 @@ class RateLimiter:
 
 def bearer_key(headers: Headers) -> str | None:
     """The token of an ``Authorization: Bearer <token>`` header, if there is one."""
-    value = headers.get("authorization")
-    if value is None or value[: len(_BEARER)].lower() != _BEARER:
-        return None
-    token = value[len(_BEARER) :].strip()
-    return token or None
+    return bearer_of(headers.get("authorization"))
 
 
 def caller_of(scope: Scope, keys: ApiKeys | None) -> str:

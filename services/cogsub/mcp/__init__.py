@@ -6,8 +6,9 @@ See docs/mcp.md for the tools, the transports and how a key reaches a bank.
 import importlib
 from typing import TYPE_CHECKING, Any
 
+from cogsub.api.auth import bearer_key
 from cogsub.mcp._catalog import Callers, ToolCall, ToolSpec, input_schema, parse_call
-from cogsub.mcp._http import InProcessCallers, bearer_key, mount_mcp
+from cogsub.mcp._http import InProcessCallers, mount_mcp
 from cogsub.mcp._tools import TOOLS, TOOLS_BY_NAME, offered
 
 if TYPE_CHECKING:

@@ -25,7 +25,7 @@ from starlette.requests import Request
 from starlette.routing import Route
 from starlette.types import Receive, Scope, Send
 
-from cogsub.api.auth import ApiKeys, authorize_operator, banks_granted
+from cogsub.api.auth import ApiKeys, authorize_operator, banks_granted, bearer_key
 from cogsub.api.errors import error_response
 from cogsub.core.errors import AuthenticationError, PermissionDeniedError
 from cogsub.sdk import AsyncMemoryClient
@@ -37,14 +37,6 @@ MCP_PATH = "/mcp"
 PINNED_PATH = "/mcp/{bank_id}"
 IN_PROCESS_URL = "http://mcp.cogsub"
 MCP_ACTOR = "mcp"
-_BEARER = "bearer "
-
-
-def bearer_key(header: str | None) -> str | None:
-    """The key of an ``Authorization: Bearer <key>`` header; None for none or another scheme."""
-    if header is None or header[: len(_BEARER)].lower() != _BEARER:
-        return None
-    return header[len(_BEARER) :].strip() or None
 
 
 class InProcessCallers:
