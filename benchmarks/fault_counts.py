@@ -25,6 +25,8 @@ from benchmarks.fault_stack import GROUP, ManagedProcess, cogsub_argv
 from cogsub.archive.ports import ArchiveStore
 from cogsub.bus.ports import EventBus
 from cogsub.core import EVENTS_PREFIX, EXPERIENCE_RAW, EXPERIENCE_RAW_DLQ, MEMORY_INDEXED
+from cogsub.core.derived import DERIVED_TAG
+from cogsub.core.documents import IndexDocument
 from cogsub.index.ports import MemoryIndex, SearchFilters
 
 PROBE_INTERVAL_S = 1.0
@@ -56,6 +58,7 @@ class Tally:
     dead_letters: list[bytes]
     dlq_end_offset: int
     announced_ids: list[str]
+    derived_ids: list[str] = field(default_factory=list)  # consolidation's, not ingestion's
 
     def duplicates(self) -> int:
         """Archived event ids or indexed ids seen more than once."""
@@ -84,11 +87,13 @@ async def tally(
     raw = await read_topic(stores.bus, EXPERIENCE_RAW, expected=expected_raw)
     archived = [_event_id(key) async for key in stores.archive.list(EVENTS_PREFIX)]
     indexed: list[str] = []
+    derived: list[str] = []
     for bank in banks:
         after: str | None = None
         while True:
             page = await stores.index.scan(SearchFilters(bank_id=bank), size=500, after=after)
-            indexed += [doc.event_id for doc in page]
+            for doc in page:
+                (derived if is_derived(doc) else indexed).append(doc.event_id)
             if len(page) < 500:
                 break
             after = page[-1].event_id
@@ -98,7 +103,12 @@ async def tally(
     announced = await read_topic(stores.bus, MEMORY_INDEXED, expected=len(set(archived)))
     announced_ids = [str(json.loads(value)["eventId"]) for value in announced]
     raw_ids = [i for i in map(_raw_event_id, raw) if i is not None]
-    return Tally(raw_ids, archived, indexed, total, dead, dlq.end_offset, announced_ids)
+    return Tally(raw_ids, archived, indexed, total, dead, dlq.end_offset, announced_ids, derived)
+
+
+def is_derived(doc: IndexDocument) -> bool:
+    """Whether a consolidator wrote ``doc`` (a fact, an observation...), not ingestion."""
+    return any(tag.startswith(DERIVED_TAG) for tag in doc.tags)
 
 
 def _raw_event_id(value: bytes) -> str | None:

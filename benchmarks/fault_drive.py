@@ -17,6 +17,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+from benchmarks.fault_consolidator import ConsolidatorCheck, ConsolidatorFigures
 from benchmarks.fault_counts import (
     Stores,
     Timeline,
@@ -45,6 +46,7 @@ class Options:
     events: int = 3000
     outage_s: float = 30.0
     kills: int = 20
+    consolidator_kills: int = 10
     seed: int = 2026
     batch_size: int = 50
     drain_timeout_s: float = 180.0
@@ -54,6 +56,8 @@ class Options:
         """How long producing takes: the fault sits in its middle."""
         if scenario == "sigkill-20":
             return max(2 * self.outage_s, self.kills * SECONDS_PER_KILL)
+        if scenario == "consolidator-sigkill":
+            return max(2 * self.outage_s, self.consolidator_kills * SECONDS_PER_KILL)
         return max(2 * self.outage_s, self.events / 150)
 
 
@@ -162,12 +166,14 @@ class Row:
     kill_points: list[str] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
     skipped: str | None = None
+    consolidator: ConsolidatorFigures | None = None
 
     @property
     def ok(self) -> bool:
         expected = self.produced - self.dead_lettered
         return (
             self.skipped is None
+            and (self.consolidator is None or self.consolidator.ok)
             and self.drained
             and self.lost == 0
             and self.unfinished == 0
@@ -267,6 +273,8 @@ class Run:
     open_stores: Callable[[], Stores]
     lag_reliable: bool = True
     notes: list[str] = field(default_factory=list)
+    make_events: Callable[..., list[dict[str, Any]]] = make_events  # (count, *, seed)
+    consolidator: ConsolidatorCheck | None = None
 
 
 async def drive(run: Run) -> Row:
@@ -278,12 +286,14 @@ async def drive(run: Run) -> Row:
     if run.fleet.api_url is not None:
         probes.append(asyncio.create_task(probe_readyz(run.fleet.api_url, timeline, stop)))
     try:
-        events = make_events(options.events, seed=options.seed)
+        events = run.make_events(options.events, seed=options.seed)
         bodies, poison = bodies_with_poison(events)
         duration = options.production_s(run.name)
         producing = asyncio.create_task(
             produce(producer_stores.bus, bodies, rate=len(bodies) / duration, timeline=timeline)
         )
+        if run.consolidator is not None:
+            run.consolidator.start(producer_stores.bus, producing)
         await asyncio.sleep(duration / 4)
         faulting = asyncio.create_task(run.fault.apply(timeline))
         during = asyncio.create_task(_status_midway(run, timeline))
@@ -300,6 +310,8 @@ async def drive(run: Run) -> Row:
         stop.set()
         await asyncio.gather(*probes, return_exceptions=True)
         run.fault.release()
+        if run.consolidator is not None:
+            await run.consolidator.stop()
         await producer_stores.aclose()
     row.readyz, row.max_lag = timeline.readyz_summary(), timeline.max_lag_during()
     if timeline.lag_unreadable_during():
@@ -309,6 +321,11 @@ async def drive(run: Run) -> Row:
         counted = await tally(
             probe_stores, banks=BANKS, expected_raw=acknowledged, expected_dead=len(poison)
         )
+        if run.consolidator is not None:
+            ids = set(produced.acknowledged)
+            stated = [e for e in events if str(e["eventId"]) in ids]
+            row.consolidator = await run.consolidator.judge(probe_stores, stated)
+            row.notes += row.consolidator.problems()
     finally:
         await probe_stores.aclose()
     row.produced = acknowledged
@@ -325,7 +342,7 @@ async def drive(run: Run) -> Row:
     stray = set(counted.dead_letters) - set(poison)
     if stray:
         row.notes.append(f"{len(stray)} valid events dead-lettered")
-    if counted.index_total != len(counted.indexed_ids):
+    if counted.index_total != len(counted.indexed_ids) + len(counted.derived_ids):
         row.notes.append(f"index holds {counted.index_total} documents in all banks")
     if produced.publish_retries:
         row.notes.append(f"producer retried {produced.publish_retries} publishes")
@@ -371,7 +388,12 @@ async def _wait_drained(
         except Exception:  # still recovering; the next round asks again
             indexed = -1
         lag = await current_lag(stores.bus) if run.lag_reliable else 0
-        if indexed >= expected and lag == 0:
+        # The consolidator is asked for its last rounds only once ingestion is done.
+        if (
+            indexed >= expected
+            and lag == 0
+            and (run.consolidator is None or await run.consolidator.settled(stores.bus))
+        ):
             return True, round(timeline.now() - cleared, 1)
         if run.fleet.workers and len(run.fleet.dead_workers()) == len(run.fleet.workers):
             break  # every worker is gone: nothing will drain
@@ -386,7 +408,7 @@ def _judge_workers(run: Run, row: Row) -> None:
         row.notes.append(f"retry attempts up to {logs.max_attempt} in a row")
     if logs.batch_splits:
         row.notes.append(f"{logs.batch_splits} batch splits")
-    dead = [*run.fleet.casualties, *run.fleet.dead_workers()]
+    dead = [*run.fleet.casualties, *run.fleet.dead_workers(), *run.fleet.dead_consolidators()]
     row.worker_deaths = len(dead)
     for worker in dead:
         row.notes.append(f"{worker.name} died (exit {worker.exit_code()}): {_last_words(worker)}")

@@ -27,6 +27,7 @@ BUCKET = "cogsub-faults"
 TANSU_BUCKET = "tansu-log"
 INDEX = "experience_faults"
 READY_LINE = "ingesting. Ctrl-C to stop."
+CONSOLIDATOR_READY = "cogsub: consolidating ("
 INDEXED_MARK = " indexed "
 STOP_TIMEOUT_S = 20.0
 # Variables a child needs to find its interpreter, home and locale; nothing else leaks in.
@@ -226,13 +227,14 @@ def distributed_servers(workdir: Path, *, broker: str) -> Iterator[DistributedSe
 
 
 class Fleet:
-    """The `cogsub` processes of one scenario: ingestion workers and an API replica."""
+    """The `cogsub` processes of one scenario: ingestion workers, consolidators, an API replica."""
 
     def __init__(self, env: dict[str, str], logs: Path) -> None:
         self.env = env
         self.logs = logs
         logs.mkdir(parents=True, exist_ok=True)
         self.workers: list[ManagedProcess] = []
+        self.consolidators: list[ManagedProcess] = []
         self.retired: list[ManagedProcess] = []  # killed or stopped on purpose
         self.casualties: list[ManagedProcess] = []  # had died on their own before that
         self.api: ManagedProcess | None = None
@@ -250,13 +252,33 @@ class Fleet:
             worker.wait_for(READY_LINE, wait_s)
         return worker
 
+    def start_consolidator(self, *, wait_s: float = 60.0) -> ManagedProcess:
+        """Start one `cogsub consolidator` and return once it consumes."""
+        started = [*self.retired, *self.consolidators]
+        number = sum(1 for p in started if p.argv[-1] == "consolidator")
+        name = f"consolidator-{number}"
+        process = ManagedProcess(
+            name, cogsub_argv("consolidator"), self.env, self.logs / f"{name}.log"
+        )
+        self.consolidators.append(process)
+        process.start()
+        if wait_s > 0:
+            process.wait_for(CONSOLIDATOR_READY, wait_s)
+        return process
+
     def replace(self, worker: ManagedProcess) -> ManagedProcess:
-        """SIGKILL ``worker`` and start a fresh one in its place (not waiting for it)."""
+        """SIGKILL ``worker`` (or a consolidator) and start a fresh one in its place.
+
+        The fresh one is not waited for.
+        """
         if worker.died_unexpectedly():
             self.casualties.append(worker)  # a crash of its own must not pass for our kill
         worker.kill()
-        self.workers.remove(worker)
         self.retired.append(worker)
+        if worker in self.consolidators:
+            self.consolidators.remove(worker)
+            return self.start_consolidator(wait_s=0)
+        self.workers.remove(worker)
         return self.start_worker(wait_s=0)
 
     def start_api(self, *, wait_s: float = 60.0) -> str:
@@ -270,11 +292,16 @@ class Fleet:
         return self.api_url
 
     def all_processes(self) -> list[ManagedProcess]:
-        return [*self.retired, *self.workers, *([self.api] if self.api else [])]
+        api = [self.api] if self.api else []
+        return [*self.retired, *self.workers, *self.consolidators, *api]
 
     def dead_workers(self) -> list[ManagedProcess]:
         """Workers that ended without being stopped or killed by the suite."""
         return [w for w in self.workers if w.died_unexpectedly()]
+
+    def dead_consolidators(self) -> list[ManagedProcess]:
+        """Consolidators that ended without being stopped or killed by the suite."""
+        return [c for c in self.consolidators if c.died_unexpectedly()]
 
     def stop_all(self) -> None:
         """SIGTERM every live process by PID (SIGKILL after the timeout)."""

@@ -22,6 +22,9 @@ what the stores hold (see ``benchmarks.fault_drive``). Scenarios:
   restarted, 20 times in one run (Tansu, which evicts a killed group member).
 - ``disk-full``: the embedded stack (`cogsub ingest` + `cogsub serve`) with its
   data directory on a small tmpfs, filled by a filler file, then the filler deleted.
+- ``consolidator-sigkill``: the embedded stack plus a `cogsub consolidator`, which is
+  SIGKILLed at random points (seeded) and restarted, 10 times; the consolidator's own
+  guarantees are checked besides ingestion's (see ``benchmarks.fault_consolidator``).
 """
 
 from __future__ import annotations
@@ -39,8 +42,14 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import asdict, replace
 from pathlib import Path
 
+from benchmarks.fault_consolidator import (
+    SCHEDULE_S,
+    ConsolidatorCheck,
+    ConsolidatorKills,
+    statement_events,
+)
 from benchmarks.fault_counts import Stores
-from benchmarks.fault_drive import KillSeries, Options, Outage, Row, Run, drive
+from benchmarks.fault_drive import BANKS, KillSeries, Options, Outage, Row, Run, drive
 from benchmarks.fault_stack import (
     BUCKET,
     INDEX,
@@ -62,6 +71,7 @@ SCENARIOS = (
     "broker-restart-tansu",
     "sigkill-20",
     "disk-full",
+    "consolidator-sigkill",
 )
 BROKERS = {"sigkill-20": "tansu", "broker-restart-tansu": "tansu-s3"}
 WORKERS = 2
@@ -131,6 +141,8 @@ async def run_scenario(name: str, options: Options, workdir: Path) -> Row:
         raise ValueError(f"unknown scenario {name!r}; choose from {', '.join(SCENARIOS)}")
     if name == "disk-full":
         return await _disk_full(options, workdir)
+    if name == "consolidator-sigkill":
+        return await _consolidator_sigkill(options, workdir)
     broker = BROKERS.get(name, "noida")
     with distributed_servers(workdir / "servers", broker=broker) as servers:
         # Tansu evicts a SIGKILLed member after the session timeout: keep it short there.
@@ -206,6 +218,50 @@ async def _disk_full(options: Options, workdir: Path) -> Row:
         return row
 
 
+async def _consolidator_sigkill(options: Options, workdir: Path) -> Row:
+    """Ingestion as in disk-full, plus a consolidator killed and restarted (embedded)."""
+    data = workdir / "data"
+    data.mkdir(parents=True)
+    env = base_env(batch_size=options.batch_size)
+    env.update(
+        {
+            "COGSUB_BACKEND": "embedded",
+            "COGSUB_DATA_DIR": str(data),
+            "COGSUB_CONSOLIDATION__SCHEDULE_S": str(SCHEDULE_S),
+            "COGSUB_CONSOLIDATION__EXTRACTOR": "offline",
+        }
+    )
+    kills_bus = embedded_stores(data)
+    try:
+        with _fleet(env, workdir / "logs") as fleet:
+            # One worker: the embedded log leases a group to one consumer at a time.
+            await _start_fleet(fleet, workers=1)
+            await asyncio.to_thread(fleet.start_consolidator)
+            fault = ConsolidatorKills(
+                fleet, kills_bus.bus, kills=options.consolidator_kills, seed=options.seed
+            )
+            check = ConsolidatorCheck(fleet, fault, BANKS, seed=options.seed)
+            run = Run(
+                "consolidator-sigkill",
+                options,
+                env,
+                fleet,
+                fault,
+                lambda: embedded_stores(data),
+                make_events=statement_events,
+                consolidator=check,
+            )
+            row = await drive(run)
+            row.kills = fault.done
+            row.kill_points = fault.points
+            row.notes.append(f"{fault.mid_stream} of {fault.done} kills mid-stream")
+            if row.consolidator is not None:
+                row.notes.append(row.consolidator.summary())
+            return row
+    finally:
+        await kills_bus.aclose()
+
+
 _COLUMNS = (
     ("scenario", "scenario"),
     ("produced", "produced"),
@@ -260,6 +316,12 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--events", type=int, default=defaults.events)
     parser.add_argument("--outage-s", type=float, default=defaults.outage_s)
     parser.add_argument("--kills", type=int, default=defaults.kills, help="for sigkill-20")
+    parser.add_argument(
+        "--consolidator-kills",
+        type=int,
+        default=defaults.consolidator_kills,
+        help="for consolidator-sigkill",
+    )
     parser.add_argument("--seed", type=int, default=defaults.seed)
     parser.add_argument("--batch-size", type=int, default=defaults.batch_size)
     parser.add_argument("--drain-timeout-s", type=float, default=defaults.drain_timeout_s)
@@ -280,6 +342,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         events=args.events,
         outage_s=args.outage_s,
         kills=args.kills,
+        consolidator_kills=args.consolidator_kills,
         seed=args.seed,
         batch_size=args.batch_size,
         drain_timeout_s=args.drain_timeout_s,
