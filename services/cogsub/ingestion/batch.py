@@ -1,21 +1,29 @@
 """The stages one batch goes through, split where the worker pipelines them.
 
-``stage`` runs receive → embed → score → key → archive; ``finish`` runs index →
-emit. The worker may stage batch N+1 while batch N finishes, and commits in
-order, so the slowest store sets the pace instead of the sum of all of them.
+``stage`` runs receive → embed → score → key → archive; ``finish`` sends the
+batch's dead letters, then runs index → emit. The worker may stage batch N+1
+while batch N finishes, and commits in order, so the slowest store sets the
+pace instead of the sum of all of them.
+
+Nothing here makes a span or counts a letter: the stages a batch goes through
+are told to the :class:`StageListener` a middleware installs for the call
+(:func:`listening`), which also gives the headers an announcement carries, and
+dead letters go through the runtime's chain like every consumer's.
 """
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from contextvars import ContextVar
 from dataclasses import dataclass, field
-
-import structlog
+from typing import Protocol
 
 from cogsub.archive.ports import ArchiveStore
 from cogsub.bulk import Outgoing, publish_all, put_all
-from cogsub.bus.ports import EventBus, Record
+from cogsub.bus.dead_letters import DeadLetter
+from cogsub.bus.ports import EventBus, Headers, Record
 from cogsub.core.documents import (
     IndexDocument,
     enriched_payload_json,
@@ -26,7 +34,7 @@ from cogsub.core.errors import ObjectExistsError
 from cogsub.core.events import ArchivedEvent
 from cogsub.core.importance import score_importance
 from cogsub.core.keys import object_key_for
-from cogsub.core.topics import EXPERIENCE_ENRICHED, EXPERIENCE_RAW_DLQ, MEMORY_INDEXED
+from cogsub.core.topics import EXPERIENCE_ENRICHED, MEMORY_INDEXED
 from cogsub.embeddings.ports import Embedder
 from cogsub.index.ports import MemoryIndex
 from cogsub.ingestion.pipeline import (
@@ -36,18 +44,70 @@ from cogsub.ingestion.pipeline import (
     Stage,
     archive_body,
     archived_event_for,
-    dlq_headers,
+    dead_letter_for,
     first_of_each_id,
     receive,
     same_experience,
 )
-from cogsub.ingestion.tracing import BatchTrace
-from cogsub.telemetry.tracing import headers_with_context
-
-log = structlog.get_logger("cogsub.ingestion")
 
 StageObserver = Callable[[Stage, Sequence[str]], None]
 """Called as each stage of a batch completes, with the event ids it covered."""
+
+SendLetter = Callable[[DeadLetter], Awaitable[None]]
+"""Sends a dead letter through the consumer runtime (``Subscriber.dead_letter``)."""
+
+
+class StageListener(Protocol):
+    """Hears one batch's stages begin and end, and names what its announcements carry."""
+
+    def started(self, stage: Stage, event_ids: Sequence[str]) -> None: ...
+
+    def ended(
+        self, stage: Stage, event_ids: Sequence[str], error: BaseException | None = None
+    ) -> None:
+        """``stage`` is over for ``event_ids``; ``error`` is why, when it failed."""
+        ...
+
+    def headers_for(self, event_id: str) -> Headers:
+        """The headers of the event's announcements (its trace context, say)."""
+        ...
+
+
+_LISTENER: ContextVar[StageListener | None] = ContextVar("ingestion_stage_listener", default=None)
+
+
+@contextmanager
+def listening(listener: StageListener) -> Iterator[None]:
+    """Tell ``listener`` of the stages run inside the block (in this task and those it starts).
+
+    A context variable rather than a field of the steps, because batches are
+    staged and finished side by side and each call has its own listener.
+    """
+    token = _LISTENER.set(listener)
+    try:
+        yield
+    finally:
+        _LISTENER.reset(token)
+
+
+@contextmanager
+def _reported(stage: Stage, event_ids: Sequence[str]) -> Iterator[None]:
+    listener = _LISTENER.get()
+    if listener is None:
+        yield
+        return
+    listener.started(stage, event_ids)
+    try:
+        yield
+    except BaseException as exc:
+        listener.ended(stage, event_ids, exc)
+        raise
+    listener.ended(stage, event_ids)
+
+
+def _announcement_headers(event_id: str) -> Headers:
+    listener = _LISTENER.get()
+    return listener.headers_for(event_id) if listener is not None else ()
 
 
 @dataclass
@@ -60,12 +120,17 @@ class BatchOutcome:
 
 @dataclass
 class StagedBatch:
-    """A batch whose events are archived; ``spans`` stay open until the caller ends them."""
+    """A batch whose events are archived, and how many of its letters a finish has sent.
+
+    The count lets a finish the runtime retries go on where the last attempt stopped,
+    instead of sending a letter twice.
+    """
 
     records: Sequence[Record]
+    accepted: list[Accepted]
     stored: list[ArchivedEvent]
     outcome: BatchOutcome
-    spans: BatchTrace
+    letters_sent: int = 0
 
 
 @dataclass(frozen=True)
@@ -76,9 +141,8 @@ class BatchSteps:
     archive: ArchiveStore
     index: MemoryIndex
     embedder: Embedder
-    group: str
     index_name: str
-    messaging_system: str
+    send_letter: SendLetter
     observer: StageObserver | None = None
 
     def receive_all(self, records: Sequence[Record]) -> list[Accepted | Rejection]:
@@ -95,42 +159,45 @@ class BatchSteps:
 
         ``received`` is ``receive_all(records)`` when the caller already ran it.
         """
-        spans = BatchTrace(group=self.group, messaging_system=self.messaging_system)
         outcome = BatchOutcome()
-        try:
-            accepted: list[Accepted] = []
-            for item in received if received is not None else self.receive_all(records):
-                if isinstance(item, Accepted):
-                    accepted.append(item)
-                    spans.begin(item.record, item.event)
-                else:
-                    outcome.rejected.append(item)
-            self.observe(Stage.RECEIVE, [a.event.event_id for a in accepted])
-            firsts, repeats = first_of_each_id(accepted)
-            ids = [a.event.event_id for a in firsts]
-            with spans.stage("experience.embed", ids):
-                embeddings = await self._embed(firsts, vectors)
-            archived = self._derive(firsts, embeddings)
-            with spans.stage("experience.archive.put", ids):
-                stored = await self._archive_all(firsts, archived, outcome)
-                # A repeat of an id in the same batch meets the archive like any redelivery.
-                repeated = self._derive(repeats, embeddings | await self._embed(repeats, vectors))
-                await self._archive_all(repeats, repeated, outcome)
-            self.observe(Stage.ARCHIVE, [a.event_id for a in stored])
-        except BaseException:
-            spans.end()
-            raise
-        return StagedBatch(records=records, stored=stored, outcome=outcome, spans=spans)
+        accepted: list[Accepted] = []
+        for item in received if received is not None else self.receive_all(records):
+            if isinstance(item, Accepted):
+                accepted.append(item)
+            else:
+                outcome.rejected.append(item)
+        self.observe(Stage.RECEIVE, [a.event.event_id for a in accepted])
+        firsts, repeats = first_of_each_id(accepted)
+        ids = [a.event.event_id for a in firsts]
+        with _reported(Stage.EMBED, ids):
+            embeddings = await self._embed(firsts, vectors)
+        archived = self._derive(firsts, embeddings)
+        with _reported(Stage.ARCHIVE, ids):
+            stored = await self._archive_all(firsts, archived, outcome)
+            # A repeat of an id in the same batch meets the archive like any redelivery.
+            repeated = self._derive(repeats, embeddings | await self._embed(repeats, vectors))
+            await self._archive_all(repeats, repeated, outcome)
+        self.observe(Stage.ARCHIVE, [a.event_id for a in stored])
+        return StagedBatch(records=records, accepted=accepted, stored=stored, outcome=outcome)
 
     async def finish(self, staged: StagedBatch) -> BatchOutcome:
-        """Index the archived events and announce them (and the dead letters)."""
+        """Dead-letter what staging refused, then index the archived events and announce them.
+
+        The letters go first and one at a time: each is sent before the commit, and a
+        retried finish skips those already sent.
+        """
+        rejected = staged.outcome.rejected
+        for rejection in rejected[staged.letters_sent :]:
+            await self.send_letter(dead_letter_for(rejection))
+            staged.letters_sent += 1
         docs = [_document(a) for a in staged.stored]
-        with staged.spans.stage("experience.index.write", [d.event_id for d in docs]):
+        ids = [d.event_id for d in docs]
+        with _reported(Stage.INDEX, ids):
             if docs:
                 await self.index.upsert(docs)
-        self.observe(Stage.INDEX, [d.event_id for d in docs])
-        await self.announce(docs, staged.outcome.rejected, staged.spans)
-        return BatchOutcome(indexed=docs, rejected=list(staged.outcome.rejected))
+        self.observe(Stage.INDEX, ids)
+        await self.announce(docs)
+        return BatchOutcome(indexed=docs, rejected=list(rejected))
 
     async def _embed(
         self, items: Sequence[Accepted], ready: Mapping[str, list[float]]
@@ -196,39 +263,25 @@ class BatchSteps:
                 outcome.rejected.append(_conflict(item, found.object_storage_key))
         return stored
 
-    async def announce(
-        self, docs: Sequence[IndexDocument], rejected: Sequence[Rejection], spans: BatchTrace
-    ) -> None:
-        """Publish experience.enriched and memory.indexed per doc, and every dead letter.
+    async def announce(self, docs: Sequence[IndexDocument]) -> None:
+        """Publish experience.enriched and memory.indexed per doc.
 
         The whole batch's records go out in one bus call where the bus offers one.
         """
         records: list[Outgoing] = []
         for doc in docs:
-            spans.indexed(doc, index_name=self.index_name, model=self.embedder.name)
             key = doc.event_id.encode()
-            headers = headers_with_context((), spans.context_for(doc.event_id))
+            headers = _announcement_headers(doc.event_id)
             enriched = enriched_payload_json(doc)
             indexed = indexed_payload_json(doc, index=self.index_name)
             records += [
                 (EXPERIENCE_ENRICHED, enriched, key, headers),
                 (MEMORY_INDEXED, indexed, key, headers),
             ]
-        for rejection in rejected:
-            record = rejection.record
-            context = spans.rejected(record, rejection.kind.value, rejection.reason)
-            headers = headers_with_context(dlq_headers(rejection), context)
-            records.append((EXPERIENCE_RAW_DLQ, record.value, record.key, headers))
-            log.warning(
-                "event_dead_lettered",
-                kind=rejection.kind.value,
-                reason=rejection.reason,
-                partition=record.partition,
-                offset=record.offset,
-            )
-        with spans.stage("experience.publish", [d.event_id for d in docs]):
+        ids = [d.event_id for d in docs]
+        with _reported(Stage.EMIT, ids):
             await publish_all(self.bus, records)
-        self.observe(Stage.EMIT, [d.event_id for d in docs])
+        self.observe(Stage.EMIT, ids)
 
     def observe(self, stage: Stage, event_ids: Sequence[str]) -> None:
         if self.observer is not None:

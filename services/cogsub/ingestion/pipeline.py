@@ -10,10 +10,11 @@ from typing import Any
 from cogsub.bus.dead_letters import DLQ_KIND_HEADER as DLQ_KIND_HEADER  # their old home
 from cogsub.bus.dead_letters import DLQ_REASON_HEADER as DLQ_REASON_HEADER
 from cogsub.bus.dead_letters import DLQ_SOURCE_HEADER as DLQ_SOURCE_HEADER
-from cogsub.bus.dead_letters import dead_letter_headers
-from cogsub.bus.ports import Headers, Record
+from cogsub.bus.dead_letters import DeadLetter
+from cogsub.bus.ports import Record
 from cogsub.core.errors import FieldProblem, InvalidEventError
 from cogsub.core.events import ArchivedEvent, ExperienceEvent, parse_event
+from cogsub.core.topics import EXPERIENCE_RAW_DLQ
 
 # Fields ingestion derives; two events that differ only here are the same experience.
 _DERIVED_FIELDS = ("importanceScore", "objectStorageKey")
@@ -105,9 +106,10 @@ def _comparable(wire: dict[str, Any], *, keep_embedding: bool) -> dict[str, Any]
     return body
 
 
-def dlq_headers(rejection: Rejection) -> Headers:
-    """The original headers, then why and from where the record was dead-lettered."""
-    return dead_letter_headers(rejection.record, rejection.kind.value, rejection.reason)
+def dead_letter_for(rejection: Rejection) -> DeadLetter:
+    """The letter to experience.raw.dlq: the record as it came, with why and from where."""
+    record, kind, reason = rejection.record, rejection.kind.value, rejection.reason
+    return DeadLetter.of(EXPERIENCE_RAW_DLQ, record, kind, reason)
 
 
 def first_of_each_id(accepted: Sequence[Accepted]) -> tuple[list[Accepted], list[Accepted]]:

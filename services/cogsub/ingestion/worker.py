@@ -29,12 +29,12 @@ from cogsub.bus.ports import Consumer, EventBus, Record
 from cogsub.bus.retry import Backoff
 from cogsub.bus.subscriber import AckPolicy, Subscriber, Subscription
 from cogsub.core.documents import EXPERIENCE_INDEX
-from cogsub.core.errors import CogsubError
 from cogsub.core.topics import EXPERIENCE_RAW, EXPERIENCE_RAW_DLQ, STAGE1_TOPICS
 from cogsub.embeddings.ports import Embedder
 from cogsub.index.ports import MemoryIndex
 from cogsub.ingestion.batch import BatchOutcome, BatchSteps, StagedBatch, StageObserver
 from cogsub.ingestion.pipeline import Rejection, RejectionKind, Stage
+from cogsub.ingestion.tracing import IngestionSpans, SpanNames
 
 log = structlog.get_logger("cogsub.ingestion")
 
@@ -52,24 +52,7 @@ class IngestionBatches:
         return await self._steps.stage(records, {})
 
     async def finish(self, staged: StagedBatch) -> BatchOutcome:
-        """Index and announce; the batch's spans end once it is done, for good or ill.
-
-        A retryable failure leaves them open: the runtime calls ``finish`` again.
-        """
-        ended = False
-        try:
-            outcome = await self._steps.finish(staged)
-            ended = True
-            return outcome
-        except CogsubError as exc:
-            ended = not exc.retryable
-            raise
-        except BaseException:
-            ended = True
-            raise
-        finally:
-            if ended:
-                staged.spans.end()
+        return await self._steps.finish(staged)
 
     def merged(self, parts: Sequence[BatchOutcome | DeadLetter]) -> BatchOutcome:
         outcome = BatchOutcome()
@@ -113,9 +96,8 @@ class IngestionWorker:
             archive=archive,
             index=index,
             embedder=embedder,
-            group=group,
             index_name=index_name,
-            messaging_system=messaging_system,
+            send_letter=self._dead_letter,
             observer=observer,
         )
         subscription = Subscription(
@@ -129,14 +111,20 @@ class IngestionWorker:
         )
         # A poison record must never stop the partition: it is found and dead-lettered.
         acks = AckPolicy(dead_letter_topic=EXPERIENCE_RAW_DLQ)
+        names = SpanNames(group, messaging_system, index_name, embedder.name)
         chain = [
             LogContext(),
+            IngestionSpans(names),
             TracedDeadLetters("experience.ingest", group=group, messaging_system=messaging_system),
             *middlewares,
         ]
         self._subscriber = Subscriber(
             bus, subscription, IngestionBatches(steps), middlewares=chain, acks=acks
         )
+
+    async def _dead_letter(self, letter: DeadLetter) -> None:
+        """A letter ingestion decided on (``invalid``, ``conflict``), sent as the runtime's own."""
+        await self._subscriber.dead_letter(letter)
 
     async def prepare(self) -> None:
         """Create topics and the index if missing (idempotent)."""

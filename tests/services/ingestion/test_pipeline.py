@@ -8,7 +8,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from cogsub.bus.ports import Record
-from cogsub.core import validate_event
+from cogsub.core import EXPERIENCE_RAW_DLQ, validate_event
 from cogsub.core.documents import (
     IndexDocument,
     enriched_payload_for,
@@ -25,7 +25,7 @@ from cogsub.ingestion.pipeline import (
     RejectionKind,
     archive_body,
     archived_event_for,
-    dlq_headers,
+    dead_letter_for,
     first_of_each_id,
     receive,
     same_experience,
@@ -91,11 +91,14 @@ def test_a_supplied_embedding_is_part_of_the_content() -> None:
     assert not same_experience(other, archived)
 
 
-def test_dlq_headers_keep_originals_then_say_why_and_where() -> None:
+def test_dead_letters_keep_original_headers_then_say_why_and_where() -> None:
     rejection = Rejection(
         record(b"nope", offset=41), RejectionKind.INVALID, "(event): must be JSON"
     )
-    headers = dlq_headers(rejection)
+    letter = dead_letter_for(rejection)
+    assert (letter.topic, letter.kind) == (EXPERIENCE_RAW_DLQ, "invalid")
+    assert letter.record is rejection.record
+    headers = letter.headers
     assert headers[0] == ("traceparent", b"00-abc-def-01")
     assert dict(headers)[DLQ_KIND_HEADER] == b"invalid"
     assert dict(headers)[DLQ_REASON_HEADER] == b"(event): must be JSON"
