@@ -31,3 +31,25 @@ class TestSqliteInMemoryIndex(MemoryIndexContract):
             return SqliteMemoryIndex(":memory:")
 
         return make
+
+
+class TestSqliteFileIndexWithTantivy(MemoryIndexContract):
+    """The same contract with tantivy answering text searches beside the file."""
+
+    @pytest.fixture
+    def index_factory(self, data_dir: Path) -> IndexFactory:
+        def make() -> MemoryIndex:
+            return SqliteMemoryIndex(data_dir / "index.sqlite3", text_engine="tantivy")
+
+        return make
+
+
+class TestSqliteInMemoryIndexWithTantivy(MemoryIndexContract):
+    durable = False
+
+    @pytest.fixture
+    def index_factory(self) -> IndexFactory:
+        def make() -> MemoryIndex:
+            return SqliteMemoryIndex(":memory:", text_engine="tantivy")
+
+        return make

@@ -20,14 +20,22 @@ import threading
 import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any, TypeVar
+from typing import Any, Protocol, TypeVar
 
 import structlog
 
+from cogsub.index.ports import SearchFilters
 from cogsub.index.sqlite.schema import migrate
 from cogsub.sqlite_support import ErrorPolicy, mapped_errors
 
-__all__ = ["READERS", "TRUNCATE_RETRY_S", "WAL_CHECKPOINT_PAGES", "Connections"]
+__all__ = [
+    "READERS",
+    "TRUNCATE_RETRY_S",
+    "WAL_CHECKPOINT_PAGES",
+    "Connections",
+    "IndexConnection",
+    "TextEngine",
+]
 
 _T = TypeVar("_T")
 _log = structlog.get_logger("cogsub.index.sqlite")
@@ -61,6 +69,28 @@ def _nothing(conn: sqlite3.Connection) -> None:
     """A call that only makes the worker open its connection."""
 
 
+class TextEngine(Protocol):
+    """A text arm kept outside SQLite and derived from its rows (:mod:`.tantivy_text`)."""
+
+    def open(self, conn: sqlite3.Connection) -> None:
+        """Bring the engine level with the file, on the writer's connection as it opens."""
+
+    def rank(
+        self, conn: sqlite3.Connection, terms: list[str], filters: SearchFilters, size: int
+    ) -> list[tuple[int, float]]:
+        """``(doc_id, score)`` of the best ``size`` rows of ``conn``'s snapshot."""
+        ...
+
+
+class IndexConnection(sqlite3.Connection):
+    """A connection that carries the index's text engine, for ``text.rank_text`` to ask.
+
+    ``None``: the FTS5 tables in the file answer.
+    """
+
+    text_engine: TextEngine | None = None
+
+
 class Connections:
     """The writer thread and its connection, the reader pool, and an owed WAL truncate.
 
@@ -70,8 +100,16 @@ class Connections:
         checkpoint_pages: Pages the write-ahead log holds before a commit checkpoints it.
     """
 
-    def __init__(self, path: str, *, busy_timeout_s: float, checkpoint_pages: int) -> None:
+    def __init__(
+        self,
+        path: str,
+        *,
+        busy_timeout_s: float,
+        checkpoint_pages: int,
+        text_engine: TextEngine | None = None,
+    ) -> None:
         self._path = path
+        self._text_engine = text_engine
         self._busy_timeout_ms = int(busy_timeout_s * 1000)
         self._checkpoint_pages = checkpoint_pages
         self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="cogsub-index")
@@ -152,7 +190,10 @@ class Connections:
 
     def _open_reader(self) -> sqlite3.Connection:
         """A read-only connection to the file the writer has set up (WAL, schema)."""
-        conn = sqlite3.connect(self._path, isolation_level=None, check_same_thread=False)
+        conn = sqlite3.connect(
+            self._path, isolation_level=None, check_same_thread=False, factory=IndexConnection
+        )
+        conn.text_engine = self._text_engine
         try:
             conn.execute(f"PRAGMA busy_timeout = {self._busy_timeout_ms}")
             conn.execute(f"PRAGMA cache_size = -{_READER_CACHE_MIB * 1024}")
@@ -163,7 +204,8 @@ class Connections:
         return conn
 
     def _open(self) -> sqlite3.Connection:
-        conn = sqlite3.connect(self._path, isolation_level=None)
+        conn = sqlite3.connect(self._path, isolation_level=None, factory=IndexConnection)
+        conn.text_engine = self._text_engine
         try:
             conn.execute(f"PRAGMA busy_timeout = {self._busy_timeout_ms}")
             if self._path != ":memory:":
@@ -176,6 +218,9 @@ class Connections:
             # leaves pages moved to the freelist as they were, forgotten text included.
             conn.execute("PRAGMA secure_delete = ON")
             migrate(conn)
+            if self._text_engine is not None:
+                # Repairs a crash between a SQLite commit and the engine's (or a lost store).
+                self._text_engine.open(conn)
         except BaseException:
             conn.close()
             raise

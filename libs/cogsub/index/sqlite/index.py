@@ -12,7 +12,7 @@ import os
 import sqlite3
 import threading
 from collections.abc import Callable, Collection, Mapping, Sequence
-from typing import Any, TypeVar
+from typing import Any, Literal, TypeVar
 
 import numpy as np
 import numpy.typing as npt
@@ -37,10 +37,14 @@ from cogsub.index.ports import (
 from cogsub.index.sqlite import listing, reads, rows, text
 from cogsub.index.sqlite.connections import WAL_CHECKPOINT_PAGES, Connections
 from cogsub.index.sqlite.recall import DecodedRows, RecallAsk, gather
+from cogsub.index.sqlite.tantivy_text import TantivyText, text_root
 from cogsub.index.sqlite.vectors import VectorCache, one_blas_thread, unit
 from cogsub.index.text_query import query_terms
 
-__all__ = ["SqliteMemoryIndex"]
+__all__ = ["TEXT_ENGINES", "SqliteMemoryIndex", "TextEngineName"]
+
+TextEngineName = Literal["fts5", "tantivy"]
+TEXT_ENGINES: tuple[TextEngineName, ...] = ("fts5", "tantivy")
 
 _T = TypeVar("_T")
 _log = structlog.get_logger("cogsub.index.sqlite")
@@ -55,6 +59,9 @@ class SqliteMemoryIndex:
             before raising ``UnavailableError``.
         checkpoint_pages: Pages the write-ahead log holds before a commit checkpoints
             it into the file (``WAL_CHECKPOINT_PAGES``).
+        text_engine: What answers text searches: the file's FTS5 tables, or tantivy
+            indexes beside the file (``<name>.text/``, :mod:`.tantivy_text`), derived
+            from the rows and brought level with them before each write returns.
 
     Call ``close()`` when done; it finishes pending work, closes the database
     and stops the worker thread.
@@ -66,13 +73,23 @@ class SqliteMemoryIndex:
         *,
         busy_timeout_s: float = 5.0,
         checkpoint_pages: int = WAL_CHECKPOINT_PAGES,
+        text_engine: TextEngineName = "fts5",
     ) -> None:
         if checkpoint_pages < 1:
             raise ConfigurationError(
                 f"checkpoint_pages must be at least 1 page, not {checkpoint_pages}"
             )
+        if text_engine not in TEXT_ENGINES:
+            raise ConfigurationError(
+                f"text_engine must be one of {', '.join(TEXT_ENGINES)}, not {text_engine!r}"
+            )
+        where = os.fspath(path)
+        self._text = TantivyText(text_root(where)) if text_engine == "tantivy" else None
         self._db = Connections(
-            os.fspath(path), busy_timeout_s=busy_timeout_s, checkpoint_pages=checkpoint_pages
+            where,
+            busy_timeout_s=busy_timeout_s,
+            checkpoint_pages=checkpoint_pages,
+            text_engine=self._text,
         )
         # Changed by the writer as it commits and searched by recall on the readers, each
         # under the lock: an apply or a search takes a few ms; a catch-up reads the rows
@@ -288,6 +305,8 @@ class SqliteMemoryIndex:
         """Close the database and stop the worker thread (idempotent)."""
         await self._db.close()
         self._vectors = None
+        if self._text is not None:
+            self._text.close()
 
     async def _listed(
         self,
@@ -312,11 +331,25 @@ class SqliteMemoryIndex:
     ) -> _T:
         done = write(conn, *args)
         if done.seq is not None:
+            self._text_caught_up(conn)
             self._after_write(done.seq, done.apply)
         if done.erased:
             self._decoded.clear()  # no forgotten text stays in memory either
             self._db.truncate_wal(conn)
         return done.answer
+
+    def _text_caught_up(self, conn: sqlite3.Connection) -> None:
+        """The text engine given what SQLite just committed, before the write returns.
+
+        A failure leaves the rows committed and the engine behind: the next write, or
+        the next open, applies them (what it applies is keyed by ``seq``).
+        """
+        if self._text is None:
+            return
+        try:
+            self._text.catch_up(conn)
+        except Exception:
+            _log.exception("index_text_behind")
 
     def _after_write(self, seq: int, apply: Callable[[VectorCache], object]) -> None:
         with self._vectors_lock:

@@ -3,8 +3,8 @@
 One file (or ``":memory:"``): ``index_state`` (the last write's ``seq`` and the
 vector dimension), ``documents`` (one row per bank and event id; an explicit
 integer ``doc_id`` is the rowid because ``VACUUM`` may renumber implicit rowids,
-and the FTS tables refer to rows by rowid), ``tombstones``, ``text_tables`` and
-the per-bank FTS5 tables ``text_N`` (:mod:`.text`). ``migrate`` brings a file of
+and the FTS tables refer to rows by rowid), ``tombstones``, ``text_tables``,
+the per-bank FTS5 tables ``text_N`` (:mod:`.text`) and ``text_store``. ``migrate`` brings a file of
 any earlier version to ``SCHEMA_VERSION``, each step in one transaction.
 """
 
@@ -82,6 +82,12 @@ CREATE TABLE IF NOT EXISTS text_tables (
     text_table INTEGER NOT NULL
 ) WITHOUT ROWID;
 CREATE INDEX IF NOT EXISTS text_tables_by_table ON text_tables (text_table);
+-- The file's identity for a tantivy text store beside it (:mod:`.tantivy_text`): a store
+-- holding another token was made from another file (a replaced one) and is rebuilt.
+CREATE TABLE IF NOT EXISTS text_store (
+    id INTEGER PRIMARY KEY CHECK (id = 1),
+    token TEXT NOT NULL
+);
 PRAGMA user_version = {SCHEMA_VERSION};
 """
 

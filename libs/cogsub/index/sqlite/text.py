@@ -102,7 +102,14 @@ def insert_text(table: str) -> str:
 def rank_text(
     conn: sqlite3.Connection, terms: list[str], filters: SearchFilters, size: int
 ) -> list[tuple[int, float]]:
-    """``(doc_id, bm25)`` of the best ``size`` rows for the OR of ``terms``, best first."""
+    """``(doc_id, bm25)`` of the best ``size`` rows for the OR of ``terms``, best first.
+
+    A connection carrying a text engine (``IndexConnection.text_engine``) asks it instead.
+    """
+    engine = getattr(conn, "text_engine", None)
+    if engine is not None:
+        answered: list[tuple[int, float]] = engine.rank(conn, terms, filters, size)
+        return answered
     searched = searched_table(conn, filters.bank_id)
     if searched is None:
         return []

@@ -1,0 +1,438 @@
+"""The text arm in tantivy: one index per bank beside the SQLite file, derived from its rows.
+
+SQLite stays the commit point. A bank's tantivy index holds, per row, ``doc_id``
+(what a search answers), ``seq``, ``event_id`` (the key a changed row is replaced
+by), ``summary`` and ``tags`` (English stemming, tags at half weight as FTS5's
+column weight) and the immutable filters ``fact_type`` and ``ts_us``. Mutable
+filters, and every filter again, are checked in SQLite on the candidates, widening
+the fetch until ``size`` pass, so an answer never holds a row the snapshot lacks.
+
+After every committed write the writer thread calls :meth:`TantivyText.catch_up`:
+rows and tombstones with a ``seq`` above the store's applied ``seq`` are applied,
+each touched bank committed and its searcher reloaded, then the applied ``seq``
+recorded (``state.json``). The same call on open repairs a crash between the two
+commits: applying a row again is idempotent (its ``event_id`` is deleted first).
+A bank with tombstones is written afresh into a new generation directory from its
+surviving rows and the old directory removed, so forgotten text is in no file (a
+tantivy delete only marks the document). A store made for another SQLite file (its
+token differs), of another version, or missing is rebuilt from ``documents``.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import hashlib
+import json
+import os
+import secrets
+import shutil
+import sqlite3
+import threading
+import time
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import structlog
+import tantivy
+
+from cogsub.index.ports import SearchFilters
+from cogsub.index.sqlite.columns import epoch_us
+from cogsub.index.sqlite.reads import filter_sql
+from cogsub.sqlite_support import transaction
+
+__all__ = ["TEXT_STORE_VERSION", "TantivyText", "text_root"]
+
+_log = structlog.get_logger("cogsub.index.sqlite")
+
+#: Bumped whenever the schema or analysis changes: a store of another version is rebuilt.
+TEXT_STORE_VERSION = 1
+#: Weight of a tags match against a summary match (FTS5's bm25 column weight).
+TAGS_BOOST = 0.5
+#: The writer's indexing heap: tantivy's floor is 3 MB a thread; a batch is small.
+WRITER_HEAP_BYTES = 15_000_000
+#: How much further a search fetches when SQLite's filters left fewer than ``size``.
+WIDEN = 4
+_STATE = "state.json"
+_LOCK = "lock"
+_ROW_COLUMNS = "doc_id, event_id, bank_id, fact_type, ts_us, seq, summary, tags"
+_ROWS_AFTER = f"SELECT {_ROW_COLUMNS} FROM documents WHERE seq > ?"
+_DELETED_AFTER = "SELECT DISTINCT bank_id FROM tombstones WHERE seq > ?"
+_BANKS = "SELECT DISTINCT bank_id FROM documents"
+
+
+def text_root(path: str) -> Path | None:
+    """The store's directory beside the SQLite file ``path``; ``None`` for ``":memory:"``."""
+    if path == ":memory:":
+        return None
+    file = Path(path)
+    return file.with_suffix(".text") if file.suffix else file.with_name(file.name + ".text")
+
+
+def text_schema() -> tantivy.Schema:
+    builder = tantivy.SchemaBuilder()
+    builder.add_unsigned_field("doc_id", stored=False, indexed=False, fast=True)
+    builder.add_unsigned_field("seq", stored=False, indexed=False, fast=True)
+    builder.add_text_field("event_id", tokenizer_name="raw", index_option="basic")
+    builder.add_text_field("summary", tokenizer_name="en_stem", index_option="position")
+    builder.add_text_field("tags", tokenizer_name="en_stem", index_option="freq")
+    builder.add_text_field("fact_type", tokenizer_name="raw", index_option="basic")
+    builder.add_integer_field("ts_us", stored=False, indexed=True, fast=True)
+    return builder.build()
+
+
+def en_stem() -> tantivy.TextAnalyzer:
+    """tantivy's ``en_stem`` as an analyzer, so query terms become the indexed tokens."""
+    builder = tantivy.TextAnalyzerBuilder(tantivy.Tokenizer.simple())
+    builder = builder.filter(tantivy.Filter.remove_long(40)).filter(tantivy.Filter.lowercase())
+    return builder.filter(tantivy.Filter.stemmer("english")).build()
+
+
+@dataclass
+class _State:
+    """What the store's files hold: for which SQLite file, up to which ``seq``, where."""
+
+    token: str
+    seq: int = 0
+    banks: dict[str, str] = field(default_factory=dict)  # bank -> its directory's name
+
+    def to_json(self) -> str:
+        fields = {"version": TEXT_STORE_VERSION, "token": self.token, "seq": self.seq}
+        return json.dumps({**fields, "banks": self.banks}, sort_keys=True)
+
+    @staticmethod
+    def from_json(text: str) -> _State | None:
+        """The state written by this version, or ``None`` for anything else."""
+        try:
+            raw = json.loads(text)
+            if raw.get("version") != TEXT_STORE_VERSION:
+                return None
+            return _State(str(raw["token"]), int(raw["seq"]), dict(raw["banks"]))
+        except (ValueError, KeyError, TypeError, AttributeError):
+            return None
+
+
+_Row = tuple[int, str, str, str | None, int, int, str, str]
+
+
+class TantivyText:
+    """One SQLite file's tantivy indexes, one per bank (``root``: ``None`` keeps them in RAM).
+
+    ``open`` and ``catch_up`` run on the writer thread; ``rank`` on any thread.
+    """
+
+    def __init__(self, root: Path | None) -> None:
+        self._root = root
+        self._schema = text_schema()
+        self._analyzer = en_stem()
+        self._state: _State | None = None
+        # Replaced whole (never changed in place), so readers need no lock to read it.
+        self._indexes: dict[str, tuple[str, tantivy.Index]] = {}
+        self._seen_seq = -1  # the SQLite seq the indexes answer for
+        self._refresh_lock = threading.Lock()
+
+    # --- writer thread -------------------------------------------------------------------
+
+    def open(self, conn: sqlite3.Connection) -> None:
+        """Give the SQLite file its store token, drop leftovers, and catch up."""
+        with transaction(conn, write=True):
+            conn.execute(
+                "INSERT OR IGNORE INTO text_store (id, token) VALUES (1, ?)",
+                (secrets.token_hex(8),),
+            )
+        if self._root is not None:
+            self._root.mkdir(exist_ok=True)
+        with self._locked():
+            self._catch_up_locked(conn, tidy=True)
+
+    def catch_up(self, conn: sqlite3.Connection) -> None:
+        """Apply what SQLite committed beyond the store's ``seq``; then readers see it."""
+        with self._locked():
+            self._catch_up_locked(conn, tidy=False)
+
+    def close(self) -> None:
+        self._indexes = {}
+
+    def _catch_up_locked(self, conn: sqlite3.Connection, *, tidy: bool) -> None:
+        began = time.perf_counter()
+        state = self._read_state()
+        with transaction(conn, write=False):
+            seq, token = conn.execute(
+                "SELECT s.seq, t.token FROM index_state AS s, text_store AS t"
+            ).fetchone()
+            if state is None or state.token != token or state.seq > seq:
+                state, tidy = _State(token), True
+                rows: list[_Row] = []
+                rebuilt = {bank for (bank,) in conn.execute(_BANKS)}
+            else:
+                rows = conn.execute(_ROWS_AFTER, (state.seq,)).fetchall()
+                rebuilt = {bank for (bank,) in conn.execute(_DELETED_AFTER, (state.seq,))}
+            by_bank: dict[str, list[_Row]] = {}
+            for row in rows:
+                by_bank.setdefault(row[2], []).append(row)
+            indexes = self._opened(state, reload=state.seq != self._seen_seq)
+            # New banks, and banks whose directory is gone or unreadable, start afresh.
+            rebuilt |= {bank for bank in (*by_bank, *state.banks) if bank not in indexes}
+            full = {bank: _bank_rows(conn, bank) for bank in rebuilt}
+        gone = self._write_banks(state, indexes, by_bank, full)
+        state.seq = seq
+        self._write_state(state)
+        with self._refresh_lock:
+            self._indexes, self._seen_seq = indexes, seq
+        for directory in gone:
+            self._remove(directory)
+        if tidy:
+            self._remove_strays(state)
+        if rebuilt:
+            elapsed_ms = round((time.perf_counter() - began) * 1000)
+            _log.info("index_text_banks_rebuilt", banks=len(rebuilt), elapsed_ms=elapsed_ms)
+
+    def _write_banks(
+        self,
+        state: _State,
+        indexes: dict[str, tuple[str, tantivy.Index]],
+        changed: dict[str, list[_Row]],
+        full: dict[str, list[_Row]],
+    ) -> list[str]:
+        """Apply changed rows, write rebuilt banks afresh; the directories they replaced."""
+        for bank, bank_rows in changed.items():
+            if bank not in full:
+                self._apply(indexes[bank][1], bank_rows, replace=True)
+        gone = []
+        for bank, bank_rows in full.items():
+            directory = _directory_name(bank)
+            index = self._new_index(directory)
+            self._apply(index, bank_rows, replace=False)
+            if bank in state.banks:
+                gone.append(state.banks[bank])
+            if bank_rows:
+                state.banks[bank] = directory
+                indexes[bank] = (directory, index)
+            else:  # the bank is empty now: no directory at all
+                state.banks.pop(bank, None)
+                indexes.pop(bank, None)
+                gone.append(directory)
+        return gone
+
+    def _apply(self, index: tantivy.Index, rows: Sequence[_Row], *, replace: bool) -> None:
+        writer = index.writer(heap_size=WRITER_HEAP_BYTES, num_threads=1)
+        for row in rows:
+            if replace:
+                writer.delete_documents_by_term("event_id", row[1])
+            writer.add_document(self._document(row))
+        writer.commit()
+        writer.wait_merging_threads()
+        index.reload()
+
+    def _document(self, row: _Row) -> tantivy.Document:
+        doc_id, event_id, _, fact_type, ts_us, seq, summary, tags = row
+        doc = tantivy.Document()
+        doc.add_unsigned("doc_id", doc_id)
+        doc.add_unsigned("seq", seq)
+        doc.add_text("event_id", event_id)
+        doc.add_text("summary", summary)
+        doc.add_text("tags", " ".join(json.loads(tags)))
+        doc.add_text("fact_type", fact_type or "")
+        doc.add_integer("ts_us", ts_us)
+        return doc
+
+    def _opened(self, state: _State, *, reload: bool) -> dict[str, tuple[str, tantivy.Index]]:
+        """Each bank's index as ``state`` names it (one whose files fail to open is left out).
+
+        ``reload``: another instance committed since these indexes were last reloaded.
+        """
+        indexes = {}
+        for bank, directory in state.banks.items():
+            known = self._indexes.get(bank)
+            if known is not None and known[0] == directory:
+                if reload:
+                    known[1].reload()
+                indexes[bank] = known
+            elif (index := self._existing_index(directory)) is not None:
+                indexes[bank] = (directory, index)
+        return indexes
+
+    # --- any thread ----------------------------------------------------------------------
+
+    def rank(
+        self, conn: sqlite3.Connection, terms: list[str], filters: SearchFilters, size: int
+    ) -> list[tuple[int, float]]:
+        """``(doc_id, bm25)`` of the best ``size`` rows of ``conn``'s snapshot, best first."""
+        index = self._searchable(conn, filters.bank_id)
+        query = self._query(terms, filters)
+        if index is None or query is None or size == 0:
+            return []
+        wanted = size
+        while True:
+            searcher = index.searcher()
+            found = searcher.search(query, wanted, count=False).hits
+            ids = searcher.fast_field_values("doc_id", [address for _, address in found])
+            scored = {
+                int(d): float(s) for (s, _), d in zip(found, ids, strict=True) if d is not None
+            }
+            kept = _passing(conn, scored, filters)
+            if len(kept) >= size or len(found) < wanted:
+                ranked = sorted(((d, scored[d]) for d in kept), key=lambda h: (-h[1], h[0]))
+                return ranked[:size]
+            wanted *= WIDEN
+
+    def _query(self, terms: list[str], filters: SearchFilters) -> tantivy.Query | None:
+        tokens = list(dict.fromkeys(t for term in terms for t in self._analyzer.analyze(term)))
+        if not tokens:
+            return None
+        schema = self._schema
+        should = tantivy.Occur.Should
+        matched = [
+            clause
+            for token in tokens
+            for clause in (
+                (should, tantivy.Query.term_query(schema, "summary", token)),
+                (
+                    should,
+                    tantivy.Query.boost_query(
+                        tantivy.Query.term_query(schema, "tags", token), TAGS_BOOST
+                    ),
+                ),
+            )
+        ]
+        text = tantivy.Query.boolean_query(matched)
+        narrowing = _immutable_filters(schema, filters)
+        if not narrowing:
+            return text
+        must = tantivy.Occur.Must
+        scoreless = [(must, tantivy.Query.const_score_query(q, 0.0)) for q in narrowing]
+        return tantivy.Query.boolean_query([(must, text), *scoreless])
+
+    def _searchable(self, conn: sqlite3.Connection, bank_id: str) -> tantivy.Index | None:
+        """The bank's index, re-read from disk when SQLite is ahead (another instance wrote)."""
+        (seq,) = conn.execute("SELECT seq FROM index_state").fetchone()
+        if seq > self._seen_seq and self._root is not None:
+            self._refresh()
+        found = self._indexes.get(bank_id)
+        return None if found is None else found[1]
+
+    def _refresh(self) -> None:
+        with self._refresh_lock:
+            state = self._read_state()
+            if state is None or state.seq <= self._seen_seq:
+                return  # nothing committed to the store since (a writer may be on its way)
+            self._indexes = self._opened(state, reload=True)
+            self._seen_seq = state.seq
+
+    # --- files ---------------------------------------------------------------------------
+
+    @contextmanager
+    def _locked(self) -> Iterator[None]:
+        """The store to this thread alone, across processes (two writers would race)."""
+        if self._root is None:
+            yield
+            return
+        with open(self._root / _LOCK, "a+b") as lock:
+            fcntl.flock(lock, fcntl.LOCK_EX)
+            try:
+                yield
+            finally:
+                fcntl.flock(lock, fcntl.LOCK_UN)
+
+    def _read_state(self) -> _State | None:
+        if self._root is None:  # a copy: a failed catch-up must leave it as it was
+            state = self._state
+            return None if state is None else _State(state.token, state.seq, dict(state.banks))
+        try:
+            return _State.from_json((self._root / _STATE).read_text(encoding="utf-8"))
+        except FileNotFoundError:
+            return None
+
+    def _write_state(self, state: _State) -> None:
+        """Replace the state file in one rename, once the banks it names are committed."""
+        if self._root is None:
+            self._state = state
+            return
+        temporary = self._root / f"{_STATE}.new"
+        with open(temporary, "w", encoding="utf-8") as out:
+            out.write(state.to_json())
+            out.flush()
+            os.fsync(out.fileno())
+        os.replace(temporary, self._root / _STATE)
+
+    def _new_index(self, directory: str) -> tantivy.Index:
+        if self._root is None:
+            return _manual(tantivy.Index(self._schema))
+        (self._root / directory).mkdir()
+        return _manual(tantivy.Index(self._schema, path=str(self._root / directory)))
+
+    def _existing_index(self, directory: str) -> tantivy.Index | None:
+        if self._root is None:
+            return None
+        place = self._root / directory
+        try:
+            if not tantivy.Index.exists(str(place)):
+                return None
+            return _manual(tantivy.Index.open(str(place)))
+        except (OSError, ValueError) as exc:
+            _log.warning("index_text_bank_unreadable", directory=directory, error=str(exc))
+            return None
+
+    def _remove(self, directory: str) -> None:
+        if self._root is not None:
+            shutil.rmtree(self._root / directory, ignore_errors=True)
+
+    def _remove_strays(self, state: _State) -> None:
+        """Directories no state names: a rebuild a crash interrupted, or the one it replaced."""
+        if self._root is None:
+            return
+        named = set(state.banks.values())
+        for entry in self._root.iterdir():
+            if entry.is_dir() and entry.name not in named:
+                shutil.rmtree(entry, ignore_errors=True)
+
+
+def _manual(index: tantivy.Index) -> tantivy.Index:
+    """No reload thread per bank: the writer reloads after its commits, readers on refresh."""
+    index.config_reader(reload_policy="Manual")
+    return index
+
+
+def _directory_name(bank_id: str) -> str:
+    digest = hashlib.sha256(bank_id.encode()).hexdigest()[:16]
+    return f"{digest}-{secrets.token_hex(4)}"
+
+
+def _bank_rows(conn: sqlite3.Connection, bank_id: str) -> list[_Row]:
+    return conn.execute(
+        f"SELECT {_ROW_COLUMNS} FROM documents WHERE bank_id = ?", (bank_id,)
+    ).fetchall()
+
+
+def _immutable_filters(schema: tantivy.Schema, filters: SearchFilters) -> list[tantivy.Query]:
+    """The filters a row keeps for life, as tantivy narrows (SQLite checks all of them again)."""
+    narrowing = []
+    if filters.fact_types is not None:
+        kinds = sorted(kind.value for kind in filters.fact_types)
+        narrowing.append(tantivy.Query.term_set_query(schema, "fact_type", kinds))
+    if filters.since is not None or filters.until is not None:
+        since = None if filters.since is None else epoch_us(filters.since)
+        until = None if filters.until is None else epoch_us(filters.until)
+        narrowing.append(
+            tantivy.Query.range_query(
+                schema, "ts_us", tantivy.FieldType.Integer, since, until, True, until is None
+            )
+        )
+    return narrowing
+
+
+def _passing(
+    conn: sqlite3.Connection, scored: dict[int, float], filters: SearchFilters
+) -> set[int]:
+    """Which candidates are rows of the snapshot that pass every filter."""
+    if not scored:
+        return set()
+    clauses, params = filter_sql(filters)
+    found: list[Any] = conn.execute(
+        f"SELECT d.doc_id FROM documents AS d WHERE d.doc_id IN"  # noqa: S608 - clauses are ours
+        f" (SELECT value FROM json_each(?)) AND {clauses}",
+        (json.dumps(list(scored)), *params),
+    ).fetchall()
+    return {doc_id for (doc_id,) in found}
