@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from cogsub.archive.filesystem import FilesystemArchive
+from cogsub.bus.middleware import Middleware
 from cogsub.bus.ports import Record
 from cogsub.bus.sqlite import SqliteEventBus
 from cogsub.core import (
@@ -57,6 +58,7 @@ class Harness:
         wrap_index: Callable[[Any], Any] = lambda index: index,
         retry: RetryPolicy | None = None,
         finishing_depth: int = 2,
+        middlewares: Sequence[Middleware] = (),
     ) -> IngestionWorker:
         archive = FilesystemArchive(self.root / "archive")
         index = SqliteMemoryIndex(self.root / "index.sqlite3")
@@ -71,6 +73,7 @@ class Harness:
             poll_timeout_s=0.05,
             observer=observer,
             finishing_depth=finishing_depth,
+            middlewares=middlewares,
         )
 
     async def publish(self, bodies: Sequence[bytes | dict[str, Any]]) -> None:
