@@ -14,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import json
 from collections.abc import Sequence
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -80,6 +81,20 @@ def test_disk_full(tmp_path: Path) -> None:
     _check(row)
     assert row.worker_retries > 0  # the worker met ENOSPC and backed off
     assert row.final_lag == 0
+
+
+@pytest.mark.timeout(150)
+def test_consolidator_sigkill(tmp_path: Path) -> None:
+    options = replace(SHORT, consolidator_kills=3)
+    row = asyncio.run(run_scenario("consolidator-sigkill", options, tmp_path))
+    _check(row)
+    figures = row.consolidator
+    assert figures is not None
+    assert figures.ok, figures.problems()
+    assert figures.kills == 3
+    # The checks had something to check: facts with proofs, observations that grew.
+    assert figures.facts.expected > 0 and figures.facts.expected < SHORT.events
+    assert figures.observations > 0 and figures.superseded > 0
 
 
 class _FailingCommits:

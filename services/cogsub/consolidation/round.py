@@ -226,12 +226,14 @@ class ConsolidationRound:
         read = await asyncio.gather(*(self._sources(doc) for doc in existing))
         covered = {doc.event_id: found for doc, found in zip(existing, read, strict=True)}
         wanted: list[DerivedMemory] = []
+        standing: list[DerivedMemory] = []  # written already, perhaps by a round that died
         for group, centre in groups:
             ids = sorted(m.memory_id for m in group)
             obs_id = derived_id(DerivedKind.OBSERVATION, bank_id, *ids)
-            if obs_id in covered or not progress.spend():
-                continue
-            wanted.append(self._observation(bank_id, obs_id, group, centre, facts))
+            if obs_id in covered:
+                standing.append(self._observation(bank_id, obs_id, group, centre, facts))
+            elif progress.spend():
+                wanted.append(self._observation(bank_id, obs_id, group, centre, facts))
         # One write for all of them: each write step costs a sync however many it carries.
         written = await self._writer.write(bank_id, wanted)
         created = [m for m, w in zip(wanted, written, strict=True) if w.created]
@@ -242,15 +244,33 @@ class ConsolidationRound:
             await self._writer.reinforce(bank_id, reinforced)
             progress.observations += [m.memory_id for m in created]
             progress.reinforced += len(reinforced)
-        for memory in wanted:
+        # The standing ones too: a round that died after writing one, before superseding
+        # its predecessors, left them live, and no later round would write it again.
+        await self._supersede_predecessors(bank_id, [*wanted, *standing], covered, progress)
+        return groups
+
+    async def _supersede_predecessors(
+        self,
+        bank_id: str,
+        observations: list[DerivedMemory],
+        covered: dict[str, set[str]],
+        progress: _Progress,
+    ) -> None:
+        """Supersede each live observation whose sources another one of ``observations`` holds."""
+        holders: dict[str, set[str]] = {}  # source -> live observations holding it
+        for old_id, old_sources in covered.items():
+            for source in old_sources:
+                holders.setdefault(source, set()).add(old_id)
+        for memory in observations:
             sources = set(memory.sources)
-            for old_id, old_sources in covered.items():
-                if old_id != memory.memory_id and old_sources and old_sources <= sources:
+            candidates = set().union(*(holders.get(s, set()) for s in sources))
+            for old_id in sorted(candidates - {memory.memory_id}):
+                old_sources = covered[old_id]
+                if old_sources <= sources:
                     rule = f"more evidence: {len(sources)} sources instead of {len(old_sources)}"
                     await self._supersede(
                         bank_id, old_id, memory.memory_id, memory.timestamp, rule, progress
                     )
-        return groups
 
     def _observation(
         self,
