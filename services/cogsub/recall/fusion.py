@@ -53,38 +53,120 @@ class Candidate:
     boost: float | None = None
 
 
+@dataclass
+class Pool:
+    """One recall's candidates as columns, a row per memory: what fusion hands to ranking.
+
+    A recall pools ~230 memories and returns ~10, so a :class:`Candidate` is built only
+    for a row that is asked for (:meth:`candidate`); ranking reads the columns. Rows are
+    in pooling order (text hits, vector hits, then neighbours), not ranked.
+    """
+
+    documents: list[IndexDocument]
+    bm25_rank: list[int | None]
+    vector_rank: list[int | None]
+    bm25_score: list[float | None]
+    cosine: list[float | None]
+    fused: list[float]
+    lexical: list[float] | None = None
+    semantic: list[float] | None = None
+    context: list[float] | None = None
+    boost: list[float] | None = None
+    #: The cosine fusion measured for each row (NaN where it had no vector to measure).
+    measured: list[float] | None = None
+
+    def __len__(self) -> int:
+        return len(self.documents)
+
+    @classmethod
+    def of(cls, candidates: Sequence[Candidate]) -> Pool:
+        """The pool of ready-made candidates (reciprocal-rank fusion, tests)."""
+        pool = cls([], [], [], [], [], [])
+        for c in candidates:
+            pool.documents.append(c.document)
+            pool.bm25_rank.append(c.bm25_rank)
+            pool.vector_rank.append(c.vector_rank)
+            pool.bm25_score.append(c.bm25_score)
+            pool.cosine.append(c.cosine)
+            pool.fused.append(c.fused)
+        for name in ("lexical", "semantic", "context", "boost"):
+            values = [getattr(c, name) for c in candidates]
+            if candidates and all(v is not None for v in values):
+                setattr(pool, name, values)
+        return pool
+
+    def candidate(self, row: int) -> Candidate:
+        """Row ``row`` as a :class:`Candidate` (a new object each time)."""
+        cosine = self.cosine[row]
+        if cosine is None and self.measured is not None and not math.isnan(self.measured[row]):
+            cosine = self.measured[row]
+        return Candidate(
+            self.documents[row],
+            bm25_rank=self.bm25_rank[row],
+            vector_rank=self.vector_rank[row],
+            bm25_score=self.bm25_score[row],
+            cosine=cosine,
+            fused=self.fused[row],
+            lexical=_at(self.lexical, row),
+            semantic=_at(self.semantic, row),
+            context=_at(self.context, row),
+            boost=_at(self.boost, row),
+        )
+
+    def candidates(self) -> list[Candidate]:
+        """Every row as a candidate, best fused first, ties by id."""
+        every = [self.candidate(row) for row in range(len(self))]
+        return sorted(every, key=lambda c: (-c.fused, c.document.event_id))
+
+
+def _at(column: list[float] | None, row: int) -> float | None:
+    return None if column is None else column[row]
+
+
 def _pooled(
     text_hits: Sequence[Hit],
     vector_hits: Sequence[Hit],
     neighbours: Sequence[IndexDocument] = (),
-) -> list[Candidate]:
-    """The union of both pools, each candidate with its ranks and raw scores.
+) -> Pool:
+    """The union of both pools, each row with its ranks and raw scores (fused 0 for now).
 
     ``neighbours`` (turns around the hits that neither search returned) join
     without ranks or scores: they are ranked by their context and their cosine.
     """
-    by_id: dict[str, Candidate] = {}
+    pool = Pool([], [], [], [], [], [])
+    rows: dict[str, int] = {}
+
+    def row_of(document: IndexDocument) -> int:
+        row = rows.get(document.event_id)
+        if row is None:
+            row = rows[document.event_id] = len(pool.documents)
+            pool.documents.append(document)
+            for column in (pool.bm25_rank, pool.vector_rank, pool.bm25_score, pool.cosine):
+                column.append(None)
+        return row
+
     for rank, hit in enumerate(text_hits, start=1):
-        item = by_id.setdefault(hit.document.event_id, Candidate(hit.document))
-        item.bm25_rank, item.bm25_score = rank, hit.score
+        row = row_of(hit.document)
+        pool.bm25_rank[row], pool.bm25_score[row] = rank, hit.score
     for rank, hit in enumerate(vector_hits, start=1):
-        item = by_id.setdefault(hit.document.event_id, Candidate(hit.document))
-        item.vector_rank, item.cosine = rank, hit.score
+        row = row_of(hit.document)
+        pool.vector_rank[row], pool.cosine[row] = rank, hit.score
     for document in neighbours:
-        by_id.setdefault(document.event_id, Candidate(document))
-    return list(by_id.values())
+        row_of(document)
+    pool.fused = [0.0] * len(pool.documents)
+    return pool
 
 
 def fuse(
     text_hits: Sequence[Hit], vector_hits: Sequence[Hit], *, k: int = RRF_K
 ) -> list[Candidate]:
     """Reciprocal-rank fusion; ``fused`` is normalised so a doc ranked first by both is 1."""
-    by_id = {c.document.event_id: c for c in _pooled(text_hits, vector_hits)}
+    pool = _pooled(text_hits, vector_hits)
     best = 2.0 / (k + 1)
-    for item in by_id.values():
-        total = sum(1.0 / (k + r) for r in (item.bm25_rank, item.vector_rank) if r is not None)
-        item.fused = total / best
-    return sorted(by_id.values(), key=lambda c: (-c.fused, c.document.event_id))
+    for row, ranks in enumerate(zip(pool.bm25_rank, pool.vector_rank, strict=True)):
+        total = sum(1.0 / (k + r) for r in ranks if r is not None)
+        pool.fused[row] = total / best
+    return pool.candidates()
 
 
 def contextual_fuse(
@@ -97,37 +179,54 @@ def contextual_fuse(
     neighbours: Sequence[IndexDocument] = (),
     embeddings: Embeddings | None = None,
 ) -> list[Candidate]:
+    """:func:`contextual_pool`'s rows as candidates, best first, ties by id."""
+    pool = contextual_pool(
+        text_hits,
+        vector_hits,
+        query_vector=query_vector,
+        analysis=analysis,
+        policy=policy,
+        neighbours=neighbours,
+        embeddings=embeddings,
+    )
+    return pool.candidates()
+
+
+def contextual_pool(
+    text_hits: Sequence[Hit],
+    vector_hits: Sequence[Hit],
+    *,
+    query_vector: Sequence[float],
+    analysis: QueryAnalysis,
+    policy: RankingPolicy,
+    neighbours: Sequence[IndexDocument] = (),
+    embeddings: Embeddings | None = None,
+) -> Pool:
     """Score-level fusion with conversational context and query cues (module docstring).
 
     ``neighbours`` are documents around the hits (``MemoryIndex.neighbours``)
     that neither search returned. ``embeddings`` holds the candidates' vectors
     when their documents come without (``MemoryIndex.recall_candidates``).
-    ``fused`` is in (0, 1], 1 for the best candidate; ``lexical``, ``semantic``,
-    ``context`` and ``boost`` say where it came from. Sorted best first, ties by id.
+    ``fused`` is in (0, 1], 1 for the best row; ``lexical``, ``semantic``,
+    ``context`` and ``boost`` say where it came from.
     """
-    candidates = _pooled(text_hits, vector_hits, neighbours)
-    if not candidates:
-        return []
-    docs = [c.document for c in candidates]
+    pool = _pooled(text_hits, vector_hits, neighbours)
+    if not pool.documents:
+        return pool
+    docs = pool.documents
     links = neighbour_links(docs, max_gap_s=policy.neighbour_gap_s)
-    bm25 = np.array([max(0.0, c.bm25_score or 0.0) for c in candidates], dtype=np.float64)
+    bm25 = np.array([max(0.0, s or 0.0) for s in pool.bm25_score], dtype=np.float64)
     lexical, context = _lexical(bm25, docs, links, policy)
-    engine = [c.cosine for c in candidates]
     vectors = _vectors_of(docs, embeddings)
-    cosine, semantic = _semantic(vectors, query_vector, links, policy, engine_scores=engine)
+    cosine, semantic = _semantic(vectors, query_vector, links, policy, engine_scores=pool.cosine)
     boost = _boosts(docs, analysis, policy)
     fused = (policy.lexical_weight * lexical + policy.semantic_weight * semantic) * boost
     best = float(fused.max())
-    shares = (fused / best).tolist() if best > 0.0 else [0.0] * len(candidates)
     # Whole columns to Python floats at once: an element at a time was a tenth of fusion.
-    columns = (lexical.tolist(), semantic.tolist(), context.tolist(), boost.tolist())
-    rows = zip(candidates, shares, *columns, cosine.tolist(), strict=True)
-    for item, share, lexical_i, semantic_i, context_i, boost_i, cosine_i in rows:
-        item.fused, item.lexical, item.semantic = share, lexical_i, semantic_i
-        item.context, item.boost = context_i, boost_i
-        if item.cosine is None and not math.isnan(cosine_i):
-            item.cosine = cosine_i
-    return sorted(candidates, key=lambda c: (-c.fused, c.document.event_id))
+    pool.fused = (fused / best).tolist() if best > 0.0 else [0.0] * len(docs)
+    pool.lexical, pool.semantic = lexical.tolist(), semantic.tolist()
+    pool.context, pool.boost, pool.measured = context.tolist(), boost.tolist(), cosine.tolist()
+    return pool
 
 
 def _scaled_to_best(values: _FloatArray) -> _FloatArray:

@@ -8,33 +8,40 @@ BM25 and vector candidates into one relevance value per memory.
 from __future__ import annotations
 
 import math
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from functools import cached_property
+from typing import overload
 
 import numpy as np
 
+from cogsub.core.documents import IndexDocument
 from cogsub.core.events import FactType
 from cogsub.core.memory import PROCEDURE_TAG_PREFIX, VERSION_TAG_PREFIX, ScoreBreakdown
 from cogsub.recall.context import instant
-from cogsub.recall.fusion import Candidate, contextual_fuse, fuse
+from cogsub.recall.fusion import Candidate, Pool, contextual_fuse, contextual_pool, fuse
 from cogsub.recall.policy import RRF_K, RankingPolicy
 
 __all__ = [
     "RRF_K",
     "Budget",
     "Candidate",
+    "Pool",
+    "Ranking",
     "Scored",
     "contextual_fuse",
+    "contextual_pool",
     "count_bonus",
     "diversified",
     "estimate_tokens",
     "fuse",
+    "is_current_version",
     "newest_versions",
     "novelty",
     "procedure_version",
     "rank",
+    "rank_pool",
     "recency",
     "score",
     "session_lifted",
@@ -129,23 +136,124 @@ def rank(
     """
     if policy.session_lift > 0.0:
         candidates = session_lifted(candidates, policy.session_lift)
+    docs = [c.document for c in candidates]
+    fused = [c.fused for c in candidates]
+    ages = novelty_ages or {}
+    columns, finals, order = _ranked_rows(docs, fused, policy, now, ages, prefer_observations)
     weights = policy.weights()
-    columns = _signal_columns(candidates, policy, now, novelty_ages or {}, prefer_observations)
-    finals = _weighted_sums(columns, weights)
-    scored = [
-        Scored(c, _SignalRow(columns, row), weights, final)
-        for row, (c, final) in enumerate(zip(candidates, finals, strict=True))
-    ]
-    ordered = sorted(
-        scored, key=lambda s: (-s.final, -s.candidate.fused, s.candidate.document.event_id)
-    )
+    ordered = [Scored(candidates[r], _SignalRow(columns, r), weights, finals[r]) for r in order]
     if policy.session_diversity > 0.0:
         return diversified(ordered, policy.session_diversity, depth=policy.diversify_depth)
     return ordered
 
 
+def rank_pool(
+    pool: Pool,
+    policy: RankingPolicy,
+    *,
+    now: datetime,
+    novelty_ages: Mapping[str, int] | None = None,
+    prefer_observations: bool = False,
+) -> Ranking:
+    """:func:`rank` on fusion's columns: the same order, a ``Scored`` built only when read."""
+    if policy.session_lift > 0.0:
+        sessions = [d.session_id for d in pool.documents]
+        pool.fused = _lifted(pool.fused, sessions, policy.session_lift)
+    ages = novelty_ages or {}
+    columns, finals, order = _ranked_rows(
+        pool.documents, pool.fused, policy, now, ages, prefer_observations
+    )
+    ranking = Ranking(pool, columns, policy.weights(), finals, order)
+    if policy.session_diversity > 0.0:
+        ranking.diversify(policy.session_diversity, depth=policy.diversify_depth)
+    return ranking
+
+
+class Ranking(Sequence[Scored]):
+    """A recall's candidates best first, each ``Scored`` built when first read.
+
+    A recall ranks ~230 rows and reads ~10 of them: the order is computed on arrays
+    (:func:`_ranked_rows`), the records only for the rows read.
+    """
+
+    def __init__(
+        self,
+        pool: Pool,
+        columns: Mapping[str, Sequence[float]],
+        weights: Mapping[str, float],
+        finals: Sequence[float],
+        order: list[int],
+    ) -> None:
+        self._pool = pool
+        self._columns = columns
+        self._weights = weights
+        self._finals = finals
+        self._order = order
+        self._built: dict[int, Scored] = {}
+
+    def __len__(self) -> int:
+        return len(self._order)
+
+    @overload
+    def __getitem__(self, place: int) -> Scored: ...
+
+    @overload
+    def __getitem__(self, place: slice) -> list[Scored]: ...
+
+    def __getitem__(self, place: int | slice) -> Scored | list[Scored]:
+        if isinstance(place, slice):
+            return [self._scored(row) for row in self._order[place]]
+        return self._scored(self._order[place])
+
+    def __iter__(self) -> Iterator[Scored]:
+        return (self._scored(row) for row in self._order)
+
+    def kept(self, keep: Callable[[IndexDocument], bool]) -> Iterator[Scored]:
+        """The ranking without the rows whose document ``keep`` refuses, asked as read."""
+        documents = self._pool.documents
+        return (self._scored(row) for row in self._order if keep(documents[row]))
+
+    def diversify(self, diversity: float, *, depth: int) -> None:
+        """Reorder the head as :func:`diversified` does."""
+        head = diversified(self[:depth], diversity, depth=depth)
+        row_of = {id(self._built[row]): row for row in self._order[:depth]}
+        self._order[:depth] = [row_of[id(item)] for item in head]
+
+    def _scored(self, row: int) -> Scored:
+        built = self._built.get(row)
+        if built is None:
+            candidate = self._pool.candidate(row)
+            signals = _SignalRow(self._columns, row)
+            built = Scored(candidate, signals, self._weights, self._finals[row])
+            self._built[row] = built
+        return built
+
+
+def _ranked_rows(
+    docs: Sequence[IndexDocument],
+    fused: Sequence[float],
+    policy: RankingPolicy,
+    now: datetime,
+    ages: Mapping[str, int],
+    prefer_observations: bool,
+) -> tuple[dict[str, list[float]], list[float], list[int]]:
+    """(signal columns, final scores, rows best first: final, then fused, then id, descending).
+
+    One stable sort on three keys at once: the ids' places in id order break the last ties.
+    """
+    columns = _signal_columns(docs, fused, policy, now, ages, prefer_observations)
+    finals = _weighted_sums(columns, policy.weights())
+    ids = [d.event_id for d in docs]
+    id_place = np.empty(len(ids), dtype=np.intp)
+    id_place[sorted(range(len(ids)), key=ids.__getitem__)] = np.arange(len(ids))
+    keys = (id_place, -np.asarray(fused, dtype=np.float64), -np.asarray(finals, dtype=np.float64))
+    order: list[int] = np.lexsort(keys).tolist()
+    return columns, finals, order
+
+
 def _signal_columns(
-    candidates: Sequence[Candidate],
+    docs: Sequence[IndexDocument],
+    fused: Sequence[float],
     policy: RankingPolicy,
     now: datetime,
     ages: Mapping[str, int],
@@ -156,11 +264,10 @@ def _signal_columns(
     A column at a time, not a dict and a sum per candidate: a recall ranks ~230
     candidates, and that per-candidate overhead was most of ranking's time.
     """
-    docs = [c.document for c in candidates]
     half_life, decay = policy.recency_half_life_days, policy.novelty_decay
     observation = FactType.OBSERVATION
     return {
-        "relevance": [c.fused for c in candidates],
+        "relevance": list(fused),
         "importance": [d.importance_score * d.decay_factor for d in docs],
         "recency": [recency(d.timestamp, now, half_life_days=half_life) for d in docs],
         "reward": [d.reward_score for d in docs],
@@ -217,21 +324,28 @@ def session_lifted(candidates: Sequence[Candidate], lift: float) -> list[Candida
     a strong hit's session are likelier answers than equally scored strangers.
     Relevances are rescaled so the best is 1 again; the candidates are updated in place.
     """
+    sessions = [c.document.session_id for c in candidates]
+    lifted = _lifted([c.fused for c in candidates], sessions, lift)
+    for c, value in zip(candidates, lifted, strict=True):
+        c.fused = value
+    return list(candidates)
+
+
+def _lifted(fused: Sequence[float], sessions: Sequence[str | None], lift: float) -> list[float]:
+    """:func:`session_lifted`'s relevances, one per row."""
     best: dict[str, list[float]] = {}  # session → its two best relevances
-    for c in candidates:
-        if c.document.session_id is not None:
-            top = best.setdefault(c.document.session_id, [])
-            top.append(c.fused)
+    for value, session in zip(fused, sessions, strict=True):
+        if session is not None:
+            top = best.setdefault(session, [])
+            top.append(value)
             top.sort(reverse=True)
             del top[2:]
     lifted = [
-        c.fused + lift * _best_other(best.get(c.document.session_id or "", []), c.fused)
-        for c in candidates
+        value + lift * _best_other(best.get(session or "", []), value)
+        for value, session in zip(fused, sessions, strict=True)
     ]
     high = max(lifted, default=0.0)
-    for c, value in zip(candidates, lifted, strict=True):
-        c.fused = value / high if high > 0.0 else 0.0
-    return list(candidates)
+    return [value / high if high > 0.0 else 0.0 for value in lifted]
 
 
 def _best_other(top: Sequence[float], own: float) -> float:
@@ -296,6 +410,14 @@ def newest_versions(ranked: Sequence[Scored], newest: Mapping[str, int]) -> list
         if found is None or found[1] >= newest.get(found[0], found[1]):
             kept.append(item)
     return kept
+
+
+def is_current_version(document: IndexDocument, newest: Mapping[str, int]) -> bool:
+    """False for a procedure version older than ``newest`` knows (as ``newest_versions``)."""
+    if not newest:
+        return True
+    found = procedure_version(document.tags)
+    return found is None or found[1] >= newest.get(found[0], found[1])
 
 
 def estimate_tokens(text: str) -> int:

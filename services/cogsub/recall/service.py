@@ -20,9 +20,10 @@ import asyncio
 import json
 import time
 from collections import OrderedDict
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
+from itertools import islice
 from typing import TYPE_CHECKING
 
 import structlog
@@ -66,13 +67,14 @@ from cogsub.recall.policy import RankingPolicy
 from cogsub.recall.query import analyse_query, without_names
 from cogsub.recall.ranking import (
     Budget,
+    Pool,
     Scored,
-    contextual_fuse,
+    contextual_pool,
     estimate_tokens,
     fuse,
-    newest_versions,
+    is_current_version,
     procedure_version,
-    rank,
+    rank_pool,
 )
 from cogsub.recall.retain import ProcedureLineage, event_for, new_memory_id, same_content_key
 from cogsub.rerank import Blended, Reranking
@@ -329,9 +331,9 @@ class MemoryService:
             procedure_versions=not request.all_versions,
         )
         if not contextual:
-            candidates = fuse(found.text, found.vector, k=self.policy.rrf_k)
+            pool = Pool.of(fuse(found.text, found.vector, k=self.policy.rrf_k))
         else:
-            candidates = contextual_fuse(
+            pool = contextual_pool(
                 found.text,
                 found.vector,
                 query_vector=vector,
@@ -340,16 +342,19 @@ class MemoryService:
                 neighbours=found.neighbours,
                 embeddings=found.embeddings,
             )
-        ranked = rank(
-            candidates,
+        ranking = rank_pool(
+            pool,
             self.policy,
             now=self._clock(),
             novelty_ages=self._novelty.ages(bank_id, request.session_id),
             prefer_observations=request.prefer_observations,
         )
+        ranked: Iterable[Scored] = ranking
         if not request.all_versions:
-            ranked = [s for s in ranked if not _superseded(s.candidate.document)]
-            ranked = newest_versions(ranked, found.newest_versions)
+            newest = found.newest_versions
+            ranked = ranking.kept(
+                lambda doc: not _superseded(doc) and is_current_version(doc, newest)
+            )
         ranked = await self._reranked(request.query, ranked)
         results, used = await self._fill(bank_id, ranked, request)
         self._novelty.shown(bank_id, request.session_id, [r.id for r in results])
@@ -359,7 +364,7 @@ class MemoryService:
             bank_id=bank_id,
             query=request.query,
             results=results,
-            candidates=len(candidates),
+            candidates=len(pool),
             tokens=used,
         )
 
@@ -381,13 +386,14 @@ class MemoryService:
         """Drop what recall keeps of these archive objects (call after a forget erased them)."""
         self._archived.forgotten(object_keys)
 
-    async def _reranked(self, query: str, ranked: list[Scored]) -> list[Scored]:
+    async def _reranked(self, query: str, ranked: Iterable[Scored]) -> Iterable[Scored]:
         """The head of the ranking blended with the reranker's scores, when one is set.
 
         The reranker reads the indexed summary: the archive stays off recall's path.
         """
         if self._reranking is None:
             return ranked
+        ranked = list(ranked)  # it weighs every final score
         head = ranked[: self._reranking.max_candidates]
         order = await self._reranking.blended(
             query, [s.final for s in ranked], [s.candidate.document.summary for s in head]
@@ -398,14 +404,16 @@ class MemoryService:
         return [_with_rerank(ranked[b.position], b, weight) for b in order]
 
     async def _fill(
-        self, bank_id: str, ranked: Sequence[Scored], request: RecallRequest
+        self, bank_id: str, ranked: Iterable[Scored], request: RecallRequest
     ) -> tuple[list[MemoryHit], int]:
+        """The first ``k`` of ``ranked`` within the budget, read ``k`` at a time (lazily)."""
         budget = Budget(request.max_tokens)
         results: list[MemoryHit] = []
-        start = 0
-        while len(results) < request.k and start < len(ranked):
-            chunk = ranked[start : start + request.k]
-            start += len(chunk)
+        rest = iter(ranked)
+        while len(results) < request.k:
+            chunk = list(islice(rest, request.k))
+            if not chunk:
+                break
             keys = [s.candidate.document.object_storage_key for s in chunk]
             archived = await self._archived.events(keys)
             for item, event in zip(chunk, archived, strict=True):
