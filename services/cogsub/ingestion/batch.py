@@ -91,7 +91,8 @@ def listening(listener: StageListener) -> Iterator[None]:
 
 
 @contextmanager
-def _reported(stage: Stage, event_ids: Sequence[str]) -> Iterator[None]:
+def reported(stage: Stage, event_ids: Sequence[str]) -> Iterator[None]:
+    """Tell the call's listener, if any, that ``stage`` runs for ``event_ids`` in the block."""
     listener = _LISTENER.get()
     if listener is None:
         yield
@@ -105,7 +106,8 @@ def _reported(stage: Stage, event_ids: Sequence[str]) -> Iterator[None]:
     listener.ended(stage, event_ids)
 
 
-def _announcement_headers(event_id: str) -> Headers:
+def announcement_headers(event_id: str) -> Headers:
+    """The headers the call's listener gives the event's announcements (none without one)."""
     listener = _LISTENER.get()
     return listener.headers_for(event_id) if listener is not None else ()
 
@@ -169,10 +171,10 @@ class BatchSteps:
         self.observe(Stage.RECEIVE, [a.event.event_id for a in accepted])
         firsts, repeats = first_of_each_id(accepted)
         ids = [a.event.event_id for a in firsts]
-        with _reported(Stage.EMBED, ids):
+        with reported(Stage.EMBED, ids):
             embeddings = await self._embed(firsts, vectors)
         archived = self._derive(firsts, embeddings)
-        with _reported(Stage.ARCHIVE, ids):
+        with reported(Stage.ARCHIVE, ids):
             stored = await self._archive_all(firsts, archived, outcome)
             # A repeat of an id in the same batch meets the archive like any redelivery.
             repeated = self._derive(repeats, embeddings | await self._embed(repeats, vectors))
@@ -192,7 +194,7 @@ class BatchSteps:
             staged.letters_sent += 1
         docs = [_document(a) for a in staged.stored]
         ids = [d.event_id for d in docs]
-        with _reported(Stage.INDEX, ids):
+        with reported(Stage.INDEX, ids):
             if docs:
                 await self.index.upsert(docs)
         self.observe(Stage.INDEX, ids)
@@ -271,7 +273,7 @@ class BatchSteps:
         records: list[Outgoing] = []
         for doc in docs:
             key = doc.event_id.encode()
-            headers = _announcement_headers(doc.event_id)
+            headers = announcement_headers(doc.event_id)
             enriched = enriched_payload_json(doc)
             indexed = indexed_payload_json(doc, index=self.index_name)
             records += [
@@ -279,7 +281,7 @@ class BatchSteps:
                 (MEMORY_INDEXED, indexed, key, headers),
             ]
         ids = [d.event_id for d in docs]
-        with _reported(Stage.EMIT, ids):
+        with reported(Stage.EMIT, ids):
             await publish_all(self.bus, records)
         self.observe(Stage.EMIT, ids)
 
