@@ -43,7 +43,8 @@ RetryPolicy = Backoff
 
 
 class IngestionBatches:
-    """Stage 1 as a handler: ``stage`` embeds and archives, ``finish`` indexes and announces."""
+    """Stage 1 as a handler: ``stage`` embeds and archives; ``finish`` dead-letters, indexes
+    and announces."""
 
     def __init__(self, steps: BatchSteps) -> None:
         self._steps = steps
