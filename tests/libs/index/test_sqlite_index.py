@@ -34,9 +34,18 @@ def path(data_dir: Path) -> Path:
     return data_dir / "index.sqlite3"
 
 
+@pytest.fixture(params=["fts5", "tantivy"])
+async def index(path: Path, request: pytest.FixtureRequest) -> AsyncIterator[SqliteMemoryIndex]:
+    index = SqliteMemoryIndex(path, text_engine=request.param)
+    await index.ensure(dimension=DIMENSION)
+    yield index
+    await index.close()
+
+
 @pytest.fixture
-async def index(path: Path) -> AsyncIterator[SqliteMemoryIndex]:
-    index = SqliteMemoryIndex(path)
+async def fts5_index(path: Path) -> AsyncIterator[SqliteMemoryIndex]:
+    """For FTS5's own ranking (its stages and budget): no other engine has them."""
+    index = SqliteMemoryIndex(path, text_engine="fts5")
     await index.ensure(dimension=DIMENSION)
     yield index
     await index.close()
@@ -501,8 +510,9 @@ async def test_a_version_2_file_is_rebuilt_for_ids_per_bank(path: Path, unique_n
 
 
 async def test_staged_text_search_returns_what_the_full_query_returns(
-    index: SqliteMemoryIndex, unique_name: str, monkeypatch: pytest.MonkeyPatch
+    fts5_index: SqliteMemoryIndex, unique_name: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    index = fts5_index
     rng = random.Random(5)
     vocabulary = [f"v{rank}" for rank in range(40)]
     weights = [1.0 / (rank + 1) for rank in range(40)]
@@ -560,8 +570,9 @@ async def test_staged_text_search_returns_what_the_full_query_returns(
 
 
 async def test_a_term_in_half_the_documents_or_more_is_left_out_above_the_budget(
-    index: SqliteMemoryIndex, unique_name: str, monkeypatch: pytest.MonkeyPatch
+    fts5_index: SqliteMemoryIndex, unique_name: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    index = fts5_index
     rng = random.Random(8)
     words = ["kiwi", "mango", "fig", "plum"]
     docs = [

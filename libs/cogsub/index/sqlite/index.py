@@ -331,23 +331,27 @@ class SqliteMemoryIndex:
     ) -> _T:
         done = write(conn, *args)
         if done.seq is not None:
-            self._text_caught_up(conn)
+            self._text_caught_up(conn, done.seq, changed=done.text_changed)
             self._after_write(done.seq, done.apply)
         if done.erased:
             self._decoded.clear()  # no forgotten text stays in memory either
             self._db.truncate_wal(conn)
         return done.answer
 
-    def _text_caught_up(self, conn: sqlite3.Connection) -> None:
+    def _text_caught_up(self, conn: sqlite3.Connection, seq: int, *, changed: bool) -> None:
         """The text engine given what SQLite just committed, before the write returns.
 
         A failure leaves the rows committed and the engine behind: the next write, or
-        the next open, applies them (what it applies is keyed by ``seq``).
+        the next open, applies them (what it applies is keyed by ``seq``). A write of
+        signals only (``changed`` false) commits nothing to the engine.
         """
         if self._text is None:
             return
         try:
-            self._text.catch_up(conn)
+            if changed:
+                self._text.catch_up(conn)
+            else:
+                self._text.pass_over(conn, seq)
         except Exception:
             _log.exception("index_text_behind")
 

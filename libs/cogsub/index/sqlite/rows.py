@@ -51,12 +51,14 @@ def _unchanged(vectors: VectorCache) -> None:
 class Written(Generic[_T]):
     """A committed write: its answer, its ``seq`` (``None``: nothing changed) and what
     the writer's vector cache does about it; ``erased``: rows went, so the log must be
-    emptied of their text."""
+    emptied of their text; ``text_changed``: what a text engine outside the file indexes
+    (text, tags, type, time) may have changed, not only signals."""
 
     answer: _T
     seq: int | None = None
     apply: Callable[[VectorCache], object] = _unchanged
     erased: bool = False
+    text_changed: bool = True
 
 
 #: The document's own rule for decay_factor, for patches written in SQL.
@@ -113,7 +115,7 @@ def update(
         if patched is None:
             raise NotFoundError(f"no document {event_id} in bank {bank_id}")
         conn.execute("UPDATE index_state SET seq = ?", (seq,))
-    return Written(patched.doc, seq, patched.apply)
+    return Written(patched.doc, seq, patched.apply, text_changed=patched.cache_row is not None)
 
 
 def update_across(
@@ -141,7 +143,8 @@ def update_across(
         for done in patched:
             done.apply(vectors)
 
-    return Written(len(patched) + decayed, seq, apply)
+    retagged = any(done.cache_row is not None for done in patched)
+    return Written(len(patched) + decayed, seq, apply, text_changed=retagged)
 
 
 def delete_many(conn: sqlite3.Connection, bank_id: str, event_ids: list[str]) -> Written[int]:

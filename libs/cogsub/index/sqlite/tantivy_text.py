@@ -152,6 +152,24 @@ class TantivyText:
         with self._locked():
             self._catch_up_locked(conn, tidy=False)
 
+    def pass_over(self, conn: sqlite3.Connection, seq: int) -> None:
+        """Count SQLite's commit ``seq`` as applied: it changed signals, nothing indexed here.
+
+        Only when the store is level up to the commit before; otherwise ``catch_up``
+        (which applies the rows again, harmlessly). Signal updates follow recalls: a
+        tantivy commit each would cost more than the recall.
+        """
+        with self._locked():
+            state = self._read_state()
+            if state is None or state.seq != seq - 1 or self._seen_seq != seq - 1:
+                self._catch_up_locked(conn, tidy=False)
+                return
+            state.seq = seq
+            # No fsync: a state lost in a crash only makes the next open apply rows again.
+            self._write_state(state, durable=False)
+            with self._refresh_lock:
+                self._seen_seq = seq
+
     def close(self) -> None:
         self._indexes = {}
 
@@ -345,7 +363,7 @@ class TantivyText:
         except FileNotFoundError:
             return None
 
-    def _write_state(self, state: _State) -> None:
+    def _write_state(self, state: _State, *, durable: bool = True) -> None:
         """Replace the state file in one rename, once the banks it names are committed."""
         if self._root is None:
             self._state = state
@@ -354,7 +372,8 @@ class TantivyText:
         with open(temporary, "w", encoding="utf-8") as out:
             out.write(state.to_json())
             out.flush()
-            os.fsync(out.fileno())
+            if durable:
+                os.fsync(out.fileno())
         os.replace(temporary, self._root / _STATE)
 
     def _new_index(self, directory: str) -> tantivy.Index:

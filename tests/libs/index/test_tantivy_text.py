@@ -1,0 +1,257 @@
+"""The tantivy text arm beyond the contract: crashes between the two commits, forgets, rebuilds."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import tantivy
+
+from cogsub.index.ports import DocumentPatch, SearchFilters
+from cogsub.index.sqlite import SqliteMemoryIndex
+from cogsub.index.sqlite.tantivy_text import TEXT_STORE_VERSION, TantivyText, text_root
+from tests.contract.index_contract import make_doc
+
+DIMENSION = 8
+REPO = Path(__file__).resolve().parents[3]
+
+
+@pytest.fixture
+def path(data_dir: Path) -> Path:
+    return data_dir / "index.sqlite3"
+
+
+def opened(path: Path) -> SqliteMemoryIndex:
+    return SqliteMemoryIndex(path, text_engine="tantivy")
+
+
+async def found(index: SqliteMemoryIndex, bank: str, query: str) -> list[str]:
+    hits = await index.search_text(query, SearchFilters(bank_id=bank), size=50)
+    return sorted(hit.document.event_id for hit in hits)
+
+
+def documents_holding(root: Path, field: str, token: str) -> int:
+    """Documents holding ``token`` in any index directory of the store, deleted ones too.
+
+    tantivy compresses its term dictionary, so the bytes are no test; a term's
+    document frequency counts documents only marked deleted as well.
+    """
+    total = 0
+    for directory in (p for p in root.iterdir() if p.is_dir()):
+        total += tantivy.Index.open(str(directory)).searcher().doc_freq(field, token)
+    return total
+
+
+def test_the_store_sits_beside_the_file_and_memory_has_none() -> None:
+    assert text_root("/data/index.sqlite3") == Path("/data/index.text")
+    assert text_root("/data/index") == Path("/data/index.text")
+    assert text_root(":memory:") is None
+
+
+async def test_a_write_tantivy_never_saw_is_applied_when_the_index_is_opened_again(
+    path: Path, unique_name: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    index = opened(path)
+    await index.upsert(
+        [make_doc(unique_name, "kept", summary="kiwi orchard"), make_doc(unique_name, "gone")]
+    )
+    # The process "dies" after each SQLite commit, before tantivy hears of it.
+    monkeypatch.setattr(TantivyText, "catch_up", lambda self, conn: None)
+    await index.upsert([make_doc(unique_name, "late", summary="kiwi harvest")])
+    await index.delete(unique_name, f"{unique_name}-gone")
+    await index.update(unique_name, f"{unique_name}-kept", DocumentPatch(add_tags=("fruit",)))
+    assert await found(index, unique_name, "harvest") == []  # tantivy is behind
+    await index.close()
+    monkeypatch.undo()
+
+    reopened = opened(path)
+    try:
+        assert await found(reopened, unique_name, "kiwi") == [
+            f"{unique_name}-kept",
+            f"{unique_name}-late",
+        ]
+        assert await found(reopened, unique_name, "fruit") == [f"{unique_name}-kept"]
+        assert await found(reopened, unique_name, "plain memory") == []
+    finally:
+        await reopened.close()
+
+
+_DIES_AFTER_THE_SQLITE_COMMIT = """
+import asyncio, os, sys
+from cogsub.index.sqlite import SqliteMemoryIndex
+from cogsub.index.sqlite.tantivy_text import TantivyText
+from tests.contract.index_contract import make_doc
+
+async def main(path, bank):
+    index = SqliteMemoryIndex(path, text_engine="tantivy")
+    await index.upsert([make_doc(bank, "first", summary="walnut grove")])
+    TantivyText.catch_up = lambda self, conn: os._exit(9)
+    await index.upsert([make_doc(bank, "second", summary="walnut shells")])
+
+asyncio.run(main(sys.argv[1], sys.argv[2]))
+"""
+
+
+async def test_a_process_killed_between_the_two_commits_loses_nothing(
+    path: Path, unique_name: str
+) -> None:
+    env = {**os.environ, "PYTHONPATH": f"{REPO}{os.pathsep}{os.environ.get('PYTHONPATH', '')}"}
+    died = await asyncio.to_thread(
+        subprocess.run,  # killed by its timeout if it outlives it
+        [sys.executable, "-c", _DIES_AFTER_THE_SQLITE_COMMIT, str(path), unique_name],
+        env=env,
+        capture_output=True,
+        timeout=120,
+        check=False,
+    )
+    assert died.returncode == 9, died.stderr.decode()
+    index = opened(path)
+    try:
+        assert await found(index, unique_name, "walnut") == [
+            f"{unique_name}-first",
+            f"{unique_name}-second",
+        ]
+    finally:
+        await index.close()
+
+
+async def test_a_forgotten_memorys_text_is_in_no_file_of_the_store(
+    path: Path, unique_name: str
+) -> None:
+    index = opened(path)
+    try:
+        await index.upsert(
+            [
+                make_doc(unique_name, "secret", summary="quixotically zebrawood"),
+                make_doc(unique_name, "other", summary="ordinary zebrawood"),
+            ]
+        )
+        root = text_root(str(path))
+        assert root is not None
+        secret = f"{unique_name}-secret"
+        assert documents_holding(root, "summary", "quixot") == 1
+        assert documents_holding(root, "event_id", secret) == 1
+        await index.delete(unique_name, secret)
+        assert documents_holding(root, "summary", "quixot") == 0
+        assert documents_holding(root, "event_id", secret) == 0
+        assert documents_holding(root, "summary", "zebrawood") == 1
+        assert await found(index, unique_name, "zebrawood") == [f"{unique_name}-other"]
+    finally:
+        await index.close()
+
+
+async def test_forgetting_a_banks_last_memory_leaves_it_no_directory(
+    path: Path, unique_name: str
+) -> None:
+    index = opened(path)
+    try:
+        await index.upsert([make_doc(unique_name, "only", summary="solitary heron")])
+        root = text_root(str(path))
+        assert root is not None
+        await index.delete(unique_name, f"{unique_name}-only")
+        assert [p for p in root.iterdir() if p.is_dir()] == []
+        assert await found(index, unique_name, "heron") == []
+    finally:
+        await index.close()
+
+
+@pytest.mark.parametrize("damage", ["removed", "other_version", "garbled"])
+async def test_a_lost_or_foreign_store_is_rebuilt_from_the_rows(
+    path: Path, unique_name: str, damage: str
+) -> None:
+    index = opened(path)
+    await index.upsert([make_doc(unique_name, "a", summary="copper kettle")])
+    await index.close()
+    root = text_root(str(path))
+    assert root is not None
+    state = root / "state.json"
+    if damage == "removed":
+        shutil.rmtree(root)
+    elif damage == "other_version":
+        raw = json.loads(state.read_text())
+        state.write_text(json.dumps({**raw, "version": TEXT_STORE_VERSION + 1}))
+    else:
+        state.write_text("{not json")
+    reopened = opened(path)
+    try:
+        assert await found(reopened, unique_name, "kettle") == [f"{unique_name}-a"]
+    finally:
+        await reopened.close()
+
+
+async def test_a_store_made_from_another_file_is_not_trusted(
+    data_dir: Path, unique_name: str
+) -> None:
+    """A replaced SQLite file (a replay's new version) finds the old file's store beside it."""
+    live, other = data_dir / "index.sqlite3", data_dir / "other" / "index.sqlite3"
+    other.parent.mkdir()
+    first = opened(live)
+    await first.upsert([make_doc(unique_name, "old", summary="brass lantern")])
+    await first.close()
+    second = opened(other)
+    await second.upsert([make_doc(unique_name, "new", summary="brass lantern")])
+    await second.upsert([make_doc(unique_name, "newer", summary="brass lantern")])
+    await second.close()
+    live.unlink()
+    shutil.move(other, live)
+    reopened = opened(live)
+    try:
+        assert await found(reopened, unique_name, "lantern") == [
+            f"{unique_name}-new",
+            f"{unique_name}-newer",
+        ]
+    finally:
+        await reopened.close()
+
+
+async def test_mutable_filters_widen_the_fetch_until_enough_pass(
+    path: Path, unique_name: str
+) -> None:
+    index = opened(path)
+    try:
+        loud = [make_doc(unique_name, f"loud{i}", summary="kiwi kiwi kiwi") for i in range(40)]
+        quiet = [
+            make_doc(
+                unique_name, f"quiet{i}", summary="kiwi and many other words here", importance=0.9
+            )
+            for i in range(3)
+        ]
+        await index.upsert(loud + quiet)
+        at_least = SearchFilters(bank_id=unique_name, min_importance=0.8)
+        hits = await index.search_text("kiwi", at_least, size=3)
+        assert sorted(h.document.event_id for h in hits) == sorted(d.event_id for d in quiet)
+        # A signal-only update commits nothing to tantivy; the filter still sees it.
+        await index.update(
+            unique_name, f"{unique_name}-loud0", DocumentPatch(importance_score=0.95)
+        )
+        hits = await index.search_text("kiwi", at_least, size=10)
+        assert f"{unique_name}-loud0" in {h.document.event_id for h in hits}
+        assert len(hits) == 4
+    finally:
+        await index.close()
+
+
+async def test_in_memory_the_store_lives_in_ram_and_forgets_too(unique_name: str) -> None:
+    index = SqliteMemoryIndex(":memory:", text_engine="tantivy")
+    try:
+        await index.upsert(
+            [make_doc(unique_name, "a", summary="amber fox"), make_doc(unique_name, "b")]
+        )
+        assert await found(index, unique_name, "fox") == [f"{unique_name}-a"]
+        await index.delete(unique_name, f"{unique_name}-a")
+        assert await found(index, unique_name, "fox") == []
+    finally:
+        await index.close()
+
+
+def test_an_unknown_engine_is_a_configuration_error(path: Path) -> None:
+    from cogsub.core import ConfigurationError
+
+    with pytest.raises(ConfigurationError, match="text_engine must be one of fts5, tantivy"):
+        SqliteMemoryIndex(path, text_engine="lucene")  # type: ignore[arg-type]
