@@ -132,6 +132,15 @@ class ConsolidationSettings(BaseModel):
     epoch_hours: float = Field(default=24.0, gt=0)
 
 
+class IndexSettings(BaseModel):
+    """The embedded index (``COGSUB_INDEX__TEXT_ENGINE``); OpenSearch answers text itself."""
+
+    text_engine: Literal["fts5", "tantivy"] = Field(
+        default="fts5",
+        description="what answers text searches: the file's FTS5 tables, or tantivy beside it",
+    )
+
+
 class MetricsSettings(BaseModel):
     """Where a worker-only process serves ``/metrics`` (an API serves it on its own port)."""
 
@@ -226,6 +235,7 @@ class Settings(BaseSettings):
     bus: BusSettings = Field(default_factory=BusSettings)
     s3: S3Settings = Field(default_factory=S3Settings)
     opensearch: OpenSearchSettings = Field(default_factory=OpenSearchSettings)
+    index: IndexSettings = Field(default_factory=IndexSettings)
     ingestion: IngestionSettings = Field(default_factory=IngestionSettings)
     consolidation: ConsolidationSettings = Field(default_factory=ConsolidationSettings)
     ranking: RankingSettings = Field(default_factory=RankingSettings)

@@ -1,0 +1,39 @@
+"""``COGSUB_INDEX__TEXT_ENGINE`` chooses what answers the embedded index's text searches."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from pydantic import ValidationError
+
+from cogsub.index.ports import SearchFilters
+from cogsub.runtime.adapters import build_index
+from cogsub.runtime.settings import Settings
+from tests.contract.index_contract import make_doc
+
+
+@pytest.mark.parametrize(("chosen", "store"), [(None, False), ("fts5", False), ("tantivy", True)])
+async def test_the_setting_decides_whether_a_tantivy_store_sits_beside_the_index(
+    data_dir: Path,
+    unique_name: str,
+    monkeypatch: pytest.MonkeyPatch,
+    chosen: str | None,
+    store: bool,
+) -> None:
+    if chosen is not None:
+        monkeypatch.setenv("COGSUB_INDEX__TEXT_ENGINE", chosen)
+    index = build_index(Settings(backend="embedded", data_dir=data_dir))
+    try:
+        await index.upsert([make_doc(unique_name, "a", summary="saffron")])
+        hits = await index.search_text("saffron", SearchFilters(bank_id=unique_name), size=5)
+        assert [hit.document.event_id for hit in hits] == [f"{unique_name}-a"]
+    finally:
+        await index.close()
+    assert (data_dir / "index.text" / "state.json").exists() is store
+
+
+def test_an_unknown_engine_names_the_setting(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("COGSUB_INDEX__TEXT_ENGINE", "lucene")
+    with pytest.raises(ValidationError, match="text_engine"):
+        Settings()
