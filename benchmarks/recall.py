@@ -9,6 +9,8 @@ Stores, all filled by bulk upserts and archive writes (this measures recall, not
 - ``--locomo``: the LoCoMo dev conversations, one bank each, every turn a memory
   ("Speaker: text", timed and in sessions as ``cogsub eval locomo`` retains them), with
   MiniLM vectors; each answerable question is asked of its own conversation's bank.
+- ``--text-engine tantivy``: the index's text arm (``SqliteMemoryIndex(text_engine=...)``),
+  recorded as ``<name>-tantivy``.
 
 Queries are the dev questions (in turn over the banks). Reported: ``MemoryService.recall``
 p50/p95/p99 excluding query embedding (the time spent inside the embedder is subtracted,
@@ -51,6 +53,7 @@ from cogsub.embeddings.minilm import MiniLMEmbedder
 from cogsub.embeddings.ports import Embedder
 from cogsub.evaluation.locomo_data import ADVERSARIAL_CATEGORY, load_locomo, memory_id_for, safe_id
 from cogsub.index.sqlite import SqliteMemoryIndex
+from cogsub.index.sqlite.index import TEXT_ENGINES, TextEngineName
 from cogsub.recall import MemoryService
 from cogsub.recall.context_block import context_block, recall_k
 
@@ -361,12 +364,17 @@ def target_ms(store: Store) -> float:
     return TARGET_ONE_BANK_MS if store.banks == 1 else TARGET_MANY_BANKS_MS
 
 
-async def bench_store(store: Store, minilm: MiniLMEmbedder, workdir: Path | None) -> dict[str, Any]:
+async def bench_store(
+    store: Store,
+    minilm: MiniLMEmbedder,
+    workdir: Path | None,
+    text_engine: TextEngineName = "fts5",
+) -> dict[str, Any]:
     """Fill ``store``, then time its asks with the store's embedder and with MiniLM."""
     own: Embedder = minilm if store.vectors == "MiniLM" else HashEmbedder(DIMENSION)
     with tempfile.TemporaryDirectory(prefix="cogsub-recall-", dir=workdir) as tmp:
         before_fill = rss_mib()
-        index = SqliteMemoryIndex(Path(tmp) / "index.sqlite3")
+        index = SqliteMemoryIndex(Path(tmp) / "index.sqlite3", text_engine=text_engine)
         archive = FilesystemArchive(Path(tmp) / "archive")
         await fill(index, archive, store, own.embed)
         bus = InMemoryEventBus()
@@ -392,6 +400,7 @@ async def bench_store(store: Store, minilm: MiniLMEmbedder, workdir: Path | None
     ratio = round(excluding["p95_ms"] / embed_p50, 2)
     return {
         "store": store.name,
+        "text_engine": text_engine,
         "memories": store.count,
         "banks": store.banks,
         "queries": len(store.asks),
@@ -411,13 +420,15 @@ async def bench_store(store: Store, minilm: MiniLMEmbedder, workdir: Path | None
     }
 
 
-async def main_async(stores: Sequence[Store], workdir: Path | None) -> list[dict[str, Any]]:
+async def main_async(
+    stores: Sequence[Store], workdir: Path | None, text_engine: TextEngineName = "fts5"
+) -> list[dict[str, Any]]:
     minilm = MiniLMEmbedder()
     await minilm.load()  # before any store is measured: the model is not the store's memory
     rows = []
     try:
         for store in stores:
-            rows.append(await bench_store(store, minilm, workdir))
+            rows.append(await bench_store(store, minilm, workdir, text_engine))
             print(json.dumps(rows[-1]), file=sys.stderr, flush=True)
     finally:
         await minilm.close()
@@ -434,6 +445,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     parser.add_argument("--locomo-file", type=Path, default=LOCOMO_DEV, help=argparse.SUPPRESS)
     parser.add_argument("--workdir", type=Path, default=None, help="where the stores go")
+    parser.add_argument(
+        "--text-engine", choices=TEXT_ENGINES, default="fts5", help="the index's text arm"
+    )
     args = parser.parse_args(argv)
     if args.banks < 1 or args.queries < 1 or any(size < 1 for size in args.size or []):
         parser.error("--size, --banks and --queries must be at least 1")
@@ -449,7 +463,9 @@ def main(argv: Sequence[str] | None = None) -> int:
             name = "recall" if args.banks == 1 else f"recall-{args.banks}-banks"
     except MissingDatasetError as missing:
         parser.error(str(missing))
-    rows = asyncio.run(main_async(stores, args.workdir))
+    if args.text_engine != "fts5":
+        name = f"{name}-{args.text_engine}"
+    rows = asyncio.run(main_async(stores, args.workdir, args.text_engine))
     record(name, rows, argv, module="recall")
     _print_table(rows)
     return 0
