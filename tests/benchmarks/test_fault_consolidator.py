@@ -114,6 +114,7 @@ def test_clean_figures_pass_and_each_defect_fails_with_its_note() -> None:
         replace(_clean(), facts=FactCounts(expected=5, indexed=5, proofs_wrong=1)),
         replace(_clean(), overlapping=2),
         replace(_clean(), derived_unindexed=1),
+        replace(_clean(), observations_unindexed=1),
         replace(_clean(), derived_unannounced=1),
         replace(_clean(), dead_lettered=2),
         replace(_clean(), stopped_cleanly=False),
