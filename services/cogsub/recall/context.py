@@ -12,19 +12,40 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import UTC, datetime, timedelta
 from functools import lru_cache
+
+import numpy as np
+import numpy.typing as npt
 
 from cogsub.core.documents import IndexDocument
 from cogsub.recall.per_document import PerDocument
 
+_Positions = npt.NDArray[np.intp]
+
 
 @dataclass(frozen=True)
 class Links:
-    """For each candidate (by position), the position of its neighbour before and after."""
+    """For each candidate (by position), the position of its neighbour before and after.
 
-    before: tuple[int | None, ...]
-    after: tuple[int | None, ...]
+    As arrays (``-1``: none), which fusion works on; ``before`` and ``after`` read them
+    as tuples.
+    """
+
+    before_at: _Positions
+    after_at: _Positions
+
+    @property
+    def before(self) -> tuple[int | None, ...]:
+        return _optional(self.before_at)
+
+    @property
+    def after(self) -> tuple[int | None, ...]:
+        return _optional(self.after_at)
+
+
+def _optional(positions: _Positions) -> tuple[int | None, ...]:
+    return tuple(None if j < 0 else j for j in positions.tolist())
 
 
 #: Timestamps parsed and kept: a recall reads ~230 candidates' three times (links, dates,
@@ -41,25 +62,43 @@ def instant(timestamp: str) -> datetime:
 #: A document's time in epoch seconds, once per document object (links read every candidate's).
 _epoch_s = PerDocument(lambda doc: instant(doc.timestamp).timestamp())
 
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+_MICROSECOND = timedelta(microseconds=1)
+
+
+def epoch_us(moment: datetime) -> int:
+    """Whole microseconds since the epoch of an aware datetime (exact, unlike a float)."""
+    return (moment - _EPOCH) // _MICROSECOND
+
+
+#: A document's time in whole epoch microseconds, once per document object (for recency).
+document_us = PerDocument(lambda doc: epoch_us(instant(doc.timestamp)))
+
 
 def neighbour_links(documents: Sequence[IndexDocument], *, max_gap_s: float) -> Links:
     """Link each document to the closest earlier and later one of its session.
 
     Documents without a ``session_id`` have no neighbours; so do documents more
     than ``max_gap_s`` seconds apart. Ties in time are ordered by event id, so
-    the links are deterministic.
+    the links are deterministic. One sort of every placed document by (session,
+    time, id) on arrays, then each document is linked to the next in that order.
     """
-    before: list[int | None] = [None] * len(documents)
-    after: list[int | None] = [None] * len(documents)
-    sessions: dict[str, list[tuple[float, str, int]]] = {}
-    for position, doc in enumerate(documents):
-        if doc.session_id is not None:
-            entry = (_epoch_s(doc), doc.event_id, position)
-            sessions.setdefault(doc.session_id, []).append(entry)
-    for members in sessions.values():
-        members.sort()
-        for (t0, _, first), (t1, _, second) in zip(members, members[1:], strict=False):
-            if t1 - t0 <= max_gap_s:
-                after[first] = second
-                before[second] = first
-    return Links(tuple(before), tuple(after))
+    before = np.full(len(documents), -1, dtype=np.intp)
+    after = np.full(len(documents), -1, dtype=np.intp)
+    placed = [n for n, doc in enumerate(documents) if doc.session_id is not None]
+    if len(placed) < 2:
+        return Links(before, after)
+    docs = [documents[n] for n in placed]
+    codes: dict[str | None, int] = {}
+    sessions = np.array([codes.setdefault(d.session_id, len(codes)) for d in docs])
+    times = np.array([_epoch_s(d) for d in docs], dtype=np.float64)
+    ids = [d.event_id for d in docs]
+    id_place = np.empty(len(ids), dtype=np.intp)
+    id_place[sorted(range(len(ids)), key=ids.__getitem__)] = np.arange(len(ids))
+    order = np.lexsort((id_place, times, sessions))
+    position, session, time = np.asarray(placed)[order], sessions[order], times[order]
+    linked = (session[1:] == session[:-1]) & (time[1:] - time[:-1] <= max_gap_s)
+    first, second = position[:-1][linked], position[1:][linked]
+    after[first] = second
+    before[second] = first
+    return Links(before, after)

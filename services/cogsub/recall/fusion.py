@@ -133,28 +133,27 @@ def _pooled(
     ``neighbours`` (turns around the hits that neither search returned) join
     without ranks or scores: they are ranked by their context and their cosine.
     """
-    pool = Pool([], [], [], [], [], [])
-    rows: dict[str, int] = {}
-
-    def row_of(document: IndexDocument) -> int:
-        row = rows.get(document.event_id)
-        if row is None:
-            row = rows[document.event_id] = len(pool.documents)
-            pool.documents.append(document)
-            for column in (pool.bm25_rank, pool.vector_rank, pool.bm25_score, pool.cosine):
-                column.append(None)
-        return row
-
-    for rank, hit in enumerate(text_hits, start=1):
-        row = row_of(hit.document)
-        pool.bm25_rank[row], pool.bm25_score[row] = rank, hit.score
-    for rank, hit in enumerate(vector_hits, start=1):
-        row = row_of(hit.document)
-        pool.vector_rank[row], pool.cosine[row] = rank, hit.score
+    documents: dict[str, IndexDocument] = {}
+    for hit in text_hits:
+        documents.setdefault(hit.document.event_id, hit.document)
+    for hit in vector_hits:
+        documents.setdefault(hit.document.event_id, hit.document)
     for document in neighbours:
-        row_of(document)
-    pool.fused = [0.0] * len(pool.documents)
-    return pool
+        documents.setdefault(document.event_id, document)
+    # A later hit of the same memory overrides an earlier one, as assignment in turn would.
+    text = {h.document.event_id: (rank, h.score) for rank, h in enumerate(text_hits, start=1)}
+    vector = {h.document.event_id: (rank, h.score) for rank, h in enumerate(vector_hits, start=1)}
+    absent = (None, None)
+    bm25 = [text.get(event_id, absent) for event_id in documents]
+    cosine = [vector.get(event_id, absent) for event_id in documents]
+    return Pool(
+        documents=list(documents.values()),
+        bm25_rank=[rank for rank, _ in bm25],
+        vector_rank=[rank for rank, _ in cosine],
+        bm25_score=[score for _, score in bm25],
+        cosine=[score for _, score in cosine],
+        fused=[0.0] * len(documents),
+    )
 
 
 def fuse(
@@ -245,8 +244,8 @@ def _lexical(
     each share in that order (an absent one adds 0.0, which changes no sum of non-negatives).
     """
     own = _scaled_to_best(bm25)
-    before, further_before = _linked(links.before, links.before)
-    after, further_after = _linked(links.after, links.after)
+    before, further_before = _linked(links.before_at)
+    after, further_after = _linked(links.after_at)
     asked = np.array(["?" in doc.summary for doc in docs], dtype=np.bool_)
     before_share = np.where(
         asked[before.index], policy.context_before_question, policy.context_before
@@ -280,13 +279,11 @@ class _Link:
         return np.where(self.present, values, 0.0)
 
 
-def _linked(side: Sequence[int | None], again: Sequence[int | None]) -> tuple[_Link, _Link]:
-    """Each candidate's neighbour on ``side``, and that neighbour's own on ``again``."""
-    first = np.array([-1 if j is None else j for j in side], dtype=np.intp)
-    onward = np.array([-1 if j is None else j for j in again], dtype=np.intp)
-    present = first >= 0
-    index = np.where(present, first, 0)
-    second = np.where(present, onward[index] if onward.size else -1, -1)
+def _linked(side: npt.NDArray[np.intp]) -> tuple[_Link, _Link]:
+    """Each candidate's neighbour on ``side`` (-1: none), and that neighbour's own."""
+    present = side >= 0
+    index = np.where(present, side, 0)
+    second = np.where(present, side[index] if side.size else -1, -1)
     second_present = second >= 0
     return _Link(index, present), _Link(np.where(second_present, second, 0), second_present)
 
@@ -329,11 +326,10 @@ def _semantic(
     mixed = vectors.copy()
     # Each side as one array operation (a row at a time was most of fusion's time); the
     # turn before is added first, as it always was, so every sum is the same to the bit.
-    for side in (links.before, links.after):
-        rows = [i for i, j in enumerate(side) if j is not None]
-        if rows:
-            linked = [j for j in side if j is not None]
-            mixed[rows] += policy.vector_context * vectors[linked]
+    for side in (links.before_at, links.after_at):
+        rows = np.flatnonzero(side >= 0)
+        if rows.size:
+            mixed[rows] += policy.vector_context * vectors[side[rows]]
     return vectors @ query, _median_to_best(_unit_rows(mixed) @ query)
 
 

@@ -19,7 +19,7 @@ import numpy as np
 from cogsub.core.documents import IndexDocument
 from cogsub.core.events import FactType
 from cogsub.core.memory import PROCEDURE_TAG_PREFIX, VERSION_TAG_PREFIX, ScoreBreakdown
-from cogsub.recall.context import instant
+from cogsub.recall.context import document_us, epoch_us, instant
 from cogsub.recall.fusion import Candidate, Pool, contextual_fuse, contextual_pool, fuse
 from cogsub.recall.policy import RRF_K, RankingPolicy
 
@@ -269,7 +269,7 @@ def _signal_columns(
     return {
         "relevance": list(fused),
         "importance": [d.importance_score * d.decay_factor for d in docs],
-        "recency": [recency(d.timestamp, now, half_life_days=half_life) for d in docs],
+        "recency": _recency_column(docs, now, half_life),
         "reward": [d.reward_score for d in docs],
         "novelty": [
             1.0 if (age := ages.get(d.event_id)) is None else novelty(age, decay=decay)
@@ -280,6 +280,21 @@ def _signal_columns(
             1.0 if prefer_observations and d.fact_type is observation else 0.0 for d in docs
         ],
     }
+
+
+def _recency_column(
+    docs: Sequence[IndexDocument], now: datetime, half_life_days: float
+) -> list[float]:
+    """:func:`recency` of each document, to the bit, from its time in whole microseconds.
+
+    ``(now - then).total_seconds()`` is the microseconds between them divided by 10**6
+    as integers, which is what this divides; no datetime is made per document.
+    """
+    now_us, factor = epoch_us(now), -math.log(2)
+    return [
+        math.exp(factor * max(0.0, (now_us - then_us) / 1_000_000 / 86_400) / half_life_days)
+        for then_us in map(document_us, docs)
+    ]
 
 
 class _SignalRow(Mapping[str, float]):

@@ -6,16 +6,25 @@ then a sort by (final, fused, id) descending. Ties are drawn from a few values o
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta, timezone
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from cogsub.core import FactType
+from cogsub.recall.context import neighbour_links
 from cogsub.recall.fusion import Candidate, Pool, contextual_fuse, contextual_pool
 from cogsub.recall.policy import RankingPolicy
 from cogsub.recall.query import analyse_query
-from cogsub.recall.ranking import Scored, is_current_version, rank, rank_pool, score
+from cogsub.recall.ranking import (
+    Scored,
+    _recency_column,
+    is_current_version,
+    rank,
+    rank_pool,
+    recency,
+    score,
+)
 from tests.services.recall.docs import doc, hits
 
 NOW = datetime(2023, 6, 7, 13, 56, tzinfo=UTC)
@@ -164,3 +173,66 @@ def test_the_pool_gives_the_candidates_contextual_fuse_gives() -> None:
     by_id = {c.document.event_id: c for c in fused}
     assert by_id["n"].cosine is not None  # measured by fusion, no engine score
     assert by_id["n"].bm25_rank is None and by_id["a"].vector_rank == 2
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    st.lists(
+        st.datetimes(
+            min_value=datetime(1990, 1, 1),
+            max_value=datetime(2060, 1, 1),
+            timezones=st.sampled_from([UTC, timezone(timedelta(hours=5, minutes=30))]),
+        ),
+        min_size=1,
+        max_size=10,
+    ),
+    st.datetimes(
+        min_value=datetime(2000, 1, 1), max_value=datetime(2050, 1, 1), timezones=st.just(UTC)
+    ),
+    st.sampled_from([30.0, 1.0, 0.37]),
+)
+def test_recency_from_microseconds_equals_recency_to_the_bit(
+    times: list[datetime], now: datetime, half_life: float
+) -> None:
+    docs = [
+        doc(f"m{n}").model_copy(update={"timestamp": moment.isoformat()})
+        for n, moment in enumerate(times)
+    ]
+    column = _recency_column(docs, now, half_life)
+    assert column == [recency(d.timestamp, now, half_life_days=half_life) for d in docs]
+
+
+def _links_one_by_one(docs: list, max_gap_s: float) -> tuple[tuple, tuple]:
+    """Neighbour links as first written: each session's members sorted, then walked."""
+    before: list[int | None] = [None] * len(docs)
+    after: list[int | None] = [None] * len(docs)
+    sessions: dict[str, list[tuple[float, str, int]]] = {}
+    for n, d in enumerate(docs):
+        if d.session_id is not None:
+            at = datetime.fromisoformat(d.timestamp.replace("Z", "+00:00")).timestamp()
+            sessions.setdefault(d.session_id, []).append((at, d.event_id, n))
+    for members in sessions.values():
+        members.sort()
+        for (t0, _, first), (t1, _, second) in zip(members, members[1:], strict=False):
+            if t1 - t0 <= max_gap_s:
+                after[first], before[second] = second, first
+    return tuple(before), tuple(after)
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    st.lists(
+        st.tuples(
+            st.sampled_from(["s1", "s2", None]), st.sampled_from([0.0, 30.0, 60.0, 61.5, 500.0])
+        ),
+        max_size=25,
+    ),
+    st.permutations([f"t{n:02d}" for n in range(25)]),
+    st.sampled_from([0.0, 60.0, 3_600.0]),
+)
+def test_neighbour_links_on_arrays_equal_the_walk_per_session(
+    rows: list[tuple[str | None, float]], ids: list[str], gap: float
+) -> None:
+    docs = [doc(i, session=s, at=at) for i, (s, at) in zip(ids, rows, strict=False)]
+    links = neighbour_links(docs, max_gap_s=gap)
+    assert (links.before, links.after) == _links_one_by_one(docs, gap)
