@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import math
 import os
 import shutil
 import subprocess
@@ -15,7 +16,13 @@ import tantivy
 
 from cogsub.index.ports import DocumentPatch, SearchFilters
 from cogsub.index.sqlite import SqliteMemoryIndex
-from cogsub.index.sqlite.tantivy_text import TEXT_STORE_VERSION, TantivyText, text_root
+from cogsub.index.sqlite.tantivy_text import (
+    FTS5_IDF_FLOOR,
+    TEXT_STORE_VERSION,
+    TantivyText,
+    idf_to_fts5,
+    text_root,
+)
 from tests.contract.index_contract import make_doc
 
 DIMENSION = 8
@@ -255,3 +262,40 @@ def test_an_unknown_engine_is_a_configuration_error(path: Path) -> None:
 
     with pytest.raises(ConfigurationError, match="text_engine must be one of fts5, tantivy"):
         SqliteMemoryIndex(path, text_engine="lucene")  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize(
+    ("documents", "holding", "fts5_idf"),
+    [
+        (1000, 1, math.log(999.5 / 1.5)),
+        (400, 10, math.log(390.5 / 10.5)),
+        (400, 199, math.log(201.5 / 199.5)),
+        (400, 200, FTS5_IDF_FLOOR),  # half the documents: FTS5 floors it
+        (400, 400, FTS5_IDF_FLOOR),
+        (3, 5, FTS5_IDF_FLOOR),  # deleted documents still counted by tantivy's frequency
+    ],
+)
+def test_a_terms_weight_turns_tantivys_idf_into_fts5s(
+    documents: int, holding: int, fts5_idf: float
+) -> None:
+    n = max(documents, holding)
+    tantivy_idf = math.log1p((n - holding + 0.5) / (holding + 0.5))
+    assert idf_to_fts5(documents, holding) * tantivy_idf == pytest.approx(fts5_idf)
+
+
+async def test_a_word_in_most_documents_scores_next_to_nothing(
+    path: Path, unique_name: str
+) -> None:
+    """A speaker's name on every turn must not outweigh the rarer word, as in FTS5."""
+    index = opened(path)
+    try:
+        turns = [make_doc(unique_name, f"t{i}", summary=f"Caroline: day {i}") for i in range(9)]
+        rare = make_doc(unique_name, "rare", summary="Melanie: pottery class")
+        await index.upsert([*turns, rare])
+        hits = await index.search_text(
+            "Caroline pottery", SearchFilters(bank_id=unique_name), size=10
+        )
+        assert hits[0].document.event_id == rare.event_id
+        assert max(h.score for h in hits[1:]) < 1e-3 * hits[0].score
+    finally:
+        await index.close()

@@ -23,6 +23,7 @@ from __future__ import annotations
 import fcntl
 import hashlib
 import json
+import math
 import os
 import secrets
 import shutil
@@ -51,6 +52,8 @@ _log = structlog.get_logger("cogsub.index.sqlite")
 TEXT_STORE_VERSION = 1
 #: Weight of a tags match against a summary match (FTS5's bm25 column weight).
 TAGS_BOOST = 0.5
+#: FTS5's bm25() floor for a term's idf (a term in half the documents or more).
+FTS5_IDF_FLOOR = 1e-6
 #: The writer's indexing heap: tantivy's floor is 3 MB a thread; a batch is small.
 WRITER_HEAP_BYTES = 15_000_000
 #: How much further a search fetches when SQLite's filters left fewer than ``size``.
@@ -279,12 +282,14 @@ class TantivyText:
     ) -> list[tuple[int, float]]:
         """``(doc_id, bm25)`` of the best ``size`` rows of ``conn``'s snapshot, best first."""
         index = self._searchable(conn, filters.bank_id)
-        query = self._query(terms, filters)
-        if index is None or query is None or size == 0:
+        if index is None or size == 0:
+            return []
+        searcher = index.searcher()
+        query = self._query(searcher, terms, filters)
+        if query is None:
             return []
         wanted = size
         while True:
-            searcher = index.searcher()
             found = searcher.search(query, wanted, count=False).hits
             ids = searcher.fast_field_values("doc_id", [address for _, address in found])
             scored = {
@@ -296,26 +301,23 @@ class TantivyText:
                 return ranked[:size]
             wanted *= WIDEN
 
-    def _query(self, terms: list[str], filters: SearchFilters) -> tantivy.Query | None:
+    def _query(
+        self, searcher: tantivy.Searcher, terms: list[str], filters: SearchFilters
+    ) -> tantivy.Query | None:
+        """The OR of the terms' tokens in summary and tags, each weighed to FTS5's idf."""
         tokens = list(dict.fromkeys(t for term in terms for t in self._analyzer.analyze(term)))
-        if not tokens:
+        schema, total = self._schema, searcher.num_docs
+        clauses = []
+        for token in tokens:
+            for name, weight in (("summary", 1.0), ("tags", TAGS_BOOST)):
+                holding = searcher.doc_freq(name, token)
+                if holding:
+                    boost = weight * idf_to_fts5(total, holding)
+                    term = tantivy.Query.term_query(schema, name, token)
+                    clauses.append((tantivy.Occur.Should, tantivy.Query.boost_query(term, boost)))
+        if not clauses:
             return None
-        schema = self._schema
-        should = tantivy.Occur.Should
-        matched = [
-            clause
-            for token in tokens
-            for clause in (
-                (should, tantivy.Query.term_query(schema, "summary", token)),
-                (
-                    should,
-                    tantivy.Query.boost_query(
-                        tantivy.Query.term_query(schema, "tags", token), TAGS_BOOST
-                    ),
-                ),
-            )
-        ]
-        text = tantivy.Query.boolean_query(matched)
+        text = tantivy.Query.boolean_query(clauses)
         narrowing = _immutable_filters(schema, filters)
         if not narrowing:
             return text
@@ -406,6 +408,20 @@ class TantivyText:
         for entry in self._root.iterdir():
             if entry.is_dir() and entry.name not in named:
                 shutil.rmtree(entry, ignore_errors=True)
+
+
+def idf_to_fts5(documents: int, holding: int) -> float:
+    """The factor turning tantivy's idf of a term into FTS5's, the idf fusion was tuned on.
+
+    tantivy's ``ln(1 + (N - n + 0.5) / (n + 0.5))`` stays well above zero for a term in
+    most documents (a speaker's name in a conversation: ~0.4); FTS5's
+    ``ln((N - n + 0.5) / (n + 0.5))``, floored at 1e-6, gives such a term nothing, so
+    a name in half the turns does not outweigh the rare word that answers.
+    """
+    documents = max(documents, holding)
+    odds = (documents - holding + 0.5) / (holding + 0.5)
+    fts5 = max(math.log(odds), FTS5_IDF_FLOOR) if odds > 1.0 else FTS5_IDF_FLOOR
+    return fts5 / math.log1p(odds)
 
 
 def _manual(index: tantivy.Index) -> tantivy.Index:
