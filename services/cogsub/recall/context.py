@@ -75,13 +75,19 @@ def epoch_us(moment: datetime) -> int:
 document_us = PerDocument(lambda doc: epoch_us(instant(doc.timestamp)))
 
 
-def neighbour_links(documents: Sequence[IndexDocument], *, max_gap_s: float) -> Links:
+def neighbour_links(
+    documents: Sequence[IndexDocument],
+    *,
+    max_gap_s: float,
+    times: Sequence[float] | None = None,
+) -> Links:
     """Link each document to the closest earlier and later one of its session.
 
     Documents without a ``session_id`` have no neighbours; so do documents more
     than ``max_gap_s`` seconds apart. Ties in time are ordered by event id, so
     the links are deterministic. One sort of every placed document by (session,
     time, id) on arrays, then each document is linked to the next in that order.
+    ``times`` are the documents' epoch seconds when the caller has read them already.
     """
     before = np.full(len(documents), -1, dtype=np.intp)
     after = np.full(len(documents), -1, dtype=np.intp)
@@ -91,12 +97,13 @@ def neighbour_links(documents: Sequence[IndexDocument], *, max_gap_s: float) -> 
     docs = [documents[n] for n in placed]
     codes: dict[str | None, int] = {}
     sessions = np.array([codes.setdefault(d.session_id, len(codes)) for d in docs])
-    times = np.array([_epoch_s(d) for d in docs], dtype=np.float64)
+    seconds = [_epoch_s(d) for d in docs] if times is None else [times[n] for n in placed]
+    at = np.array(seconds, dtype=np.float64)
     ids = [d.event_id for d in docs]
     id_place = np.empty(len(ids), dtype=np.intp)
     id_place[sorted(range(len(ids)), key=ids.__getitem__)] = np.arange(len(ids))
-    order = np.lexsort((id_place, times, sessions))
-    position, session, time = np.asarray(placed)[order], sessions[order], times[order]
+    order = np.lexsort((id_place, at, sessions))
+    position, session, time = np.asarray(placed)[order], sessions[order], at[order]
     linked = (session[1:] == session[:-1]) & (time[1:] - time[:-1] <= max_gap_s)
     first, second = position[:-1][linked], position[1:][linked]
     after[first] = second

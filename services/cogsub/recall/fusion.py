@@ -26,15 +26,11 @@ import numpy.typing as npt
 from cogsub.core.documents import IndexDocument
 from cogsub.index.ports import Embeddings, Hit
 from cogsub.recall.context import Links, instant, neighbour_links
-from cogsub.recall.per_document import PerDocument
 from cogsub.recall.policy import RRF_K, RankingPolicy
-from cogsub.recall.query import QueryAnalysis, has_time_expression, speaker_of
+from cogsub.recall.query import QueryAnalysis
+from cogsub.recall.traits import Traits, traits_of
 
 _FloatArray = npt.NDArray[np.float64]
-
-#: The cues a summary carries, read once per document object (``PerDocument``).
-_speaker = PerDocument(lambda doc: speaker_of(doc.summary))
-_says_when = PerDocument(lambda doc: has_time_expression(doc.summary))
 
 
 @dataclass
@@ -74,6 +70,8 @@ class Pool:
     boost: list[float] | None = None
     #: The cosine fusion measured for each row (NaN where it had no vector to measure).
     measured: list[float] | None = None
+    #: Each row's document's traits, when fusion has read them.
+    traits: list[Traits] | None = None
 
     def __len__(self) -> int:
         return len(self.documents)
@@ -213,12 +211,14 @@ def contextual_pool(
     if not pool.documents:
         return pool
     docs = pool.documents
-    links = neighbour_links(docs, max_gap_s=policy.neighbour_gap_s)
+    pool.traits = traits = [traits_of(d) for d in docs]
+    times = [t.epoch_s for t in traits]
+    links = neighbour_links(docs, max_gap_s=policy.neighbour_gap_s, times=times)
     bm25 = np.array([max(0.0, s or 0.0) for s in pool.bm25_score], dtype=np.float64)
     lexical, context = _lexical(bm25, docs, links, policy)
     vectors = _vectors_of(docs, embeddings)
     cosine, semantic = _semantic(vectors, query_vector, links, policy, engine_scores=pool.cosine)
-    boost = _boosts(docs, analysis, policy)
+    boost = _boosts(docs, traits, analysis, policy)
     fused = (policy.lexical_weight * lexical + policy.semantic_weight * semantic) * boost
     best = float(fused.max())
     # Whole columns to Python floats at once: an element at a time was a tenth of fusion.
@@ -347,18 +347,22 @@ def _unit_rows(matrix: _FloatArray) -> _FloatArray:
 
 
 def _boosts(
-    docs: Sequence[IndexDocument], analysis: QueryAnalysis, policy: RankingPolicy
+    docs: Sequence[IndexDocument],
+    traits: Sequence[Traits],
+    analysis: QueryAnalysis,
+    policy: RankingPolicy,
 ) -> _FloatArray:
     """The product of the query cues each document matches (1 when it matches none)."""
     boost = np.ones(len(docs), dtype=np.float64)
     # Each cue reads the documents only when the query carries it (most carry one or none).
-    speakers = [_speaker(d) for d in docs] if analysis.names else []
+    speakers = [t.speaker for t in traits] if analysis.names else []
     named = analysis.names & {s for s in speakers if s is not None}
     # Only one named speaker is a clear cue; "X and Y" questions are about both.
     if len(named) == 1:
         boost *= [1.0 + policy.speaker_boost if s in named else 1.0 for s in speakers]
     if analysis.temporal:
-        boost *= [1.0 + policy.temporal_boost if _says_when(d) else 1.0 for d in docs]
+        says = [t.says_when(d) for t, d in zip(traits, docs, strict=True)]
+        boost *= [1.0 + policy.temporal_boost if said else 1.0 for said in says]
     if analysis.dates:
         days = [instant(d.timestamp).date() for d in docs]
         boost *= [

@@ -160,8 +160,9 @@ def rank_pool(
         sessions = [d.session_id for d in pool.documents]
         pool.fused = _lifted(pool.fused, sessions, policy.session_lift)
     ages = novelty_ages or {}
+    times_us = None if pool.traits is None else [t.epoch_us for t in pool.traits]
     columns, finals, order = _ranked_rows(
-        pool.documents, pool.fused, policy, now, ages, prefer_observations
+        pool.documents, pool.fused, policy, now, ages, prefer_observations, times_us
     )
     ranking = Ranking(pool, columns, policy.weights(), finals, order)
     if policy.session_diversity > 0.0:
@@ -236,12 +237,13 @@ def _ranked_rows(
     now: datetime,
     ages: Mapping[str, int],
     prefer_observations: bool,
+    times_us: Sequence[int] | None = None,
 ) -> tuple[dict[str, list[float]], list[float], list[int]]:
     """(signal columns, final scores, rows best first: final, then fused, then id, descending).
 
     One stable sort on three keys at once: the ids' places in id order break the last ties.
     """
-    columns = _signal_columns(docs, fused, policy, now, ages, prefer_observations)
+    columns = _signal_columns(docs, fused, policy, now, ages, prefer_observations, times_us)
     finals = _weighted_sums(columns, policy.weights())
     ids = [d.event_id for d in docs]
     id_place = np.empty(len(ids), dtype=np.intp)
@@ -258,6 +260,7 @@ def _signal_columns(
     now: datetime,
     ages: Mapping[str, int],
     prefer_observations: bool,
+    times_us: Sequence[int] | None = None,
 ) -> dict[str, list[float]]:
     """Each signal of :func:`score` for every candidate, a column per signal in its order.
 
@@ -269,7 +272,7 @@ def _signal_columns(
     return {
         "relevance": list(fused),
         "importance": [d.importance_score * d.decay_factor for d in docs],
-        "recency": _recency_column(docs, now, half_life),
+        "recency": _recency_column(docs, now, half_life, times_us),
         "reward": [d.reward_score for d in docs],
         "novelty": [
             1.0 if (age := ages.get(d.event_id)) is None else novelty(age, decay=decay)
@@ -283,17 +286,22 @@ def _signal_columns(
 
 
 def _recency_column(
-    docs: Sequence[IndexDocument], now: datetime, half_life_days: float
+    docs: Sequence[IndexDocument],
+    now: datetime,
+    half_life_days: float,
+    times_us: Sequence[int] | None = None,
 ) -> list[float]:
     """:func:`recency` of each document, to the bit, from its time in whole microseconds.
 
     ``(now - then).total_seconds()`` is the microseconds between them divided by 10**6
     as integers, which is what this divides; no datetime is made per document.
+    ``times_us`` are those microseconds when the caller has read them already.
     """
     now_us, factor = epoch_us(now), -math.log(2)
+    at = list(map(document_us, docs)) if times_us is None else times_us
     return [
         math.exp(factor * max(0.0, (now_us - then_us) / 1_000_000 / 86_400) / half_life_days)
-        for then_us in map(document_us, docs)
+        for then_us in at
     ]
 
 
