@@ -25,6 +25,9 @@ what the stores hold (see ``benchmarks.fault_drive``). Scenarios:
 - ``consolidator-sigkill``: the embedded stack plus a `cogsub consolidator`, which is
   SIGKILLed at random points (seeded) and restarted, 10 times; the consolidator's own
   guarantees are checked besides ingestion's (see ``benchmarks.fault_consolidator``).
+- ``consolidator-index-outage``: the index outage above with a `cogsub consolidator`
+  beside the ingestion fleet (noida-db: nobody is killed, so its offsets are exact and
+  no member needs evicting), checked as ``consolidator-sigkill`` is.
 """
 
 from __future__ import annotations
@@ -72,6 +75,7 @@ SCENARIOS = (
     "sigkill-20",
     "disk-full",
     "consolidator-sigkill",
+    "consolidator-index-outage",
 )
 BROKERS = {"sigkill-20": "tansu", "broker-restart-tansu": "tansu-s3"}
 WORKERS = 2
@@ -148,8 +152,13 @@ async def run_scenario(name: str, options: Options, workdir: Path) -> Row:
         # Tansu evicts a SIGKILLed member after the session timeout: keep it short there.
         session_ms = 3000 if name == "sigkill-20" else 6000
         env = servers.env(batch_size=options.batch_size, session_timeout_ms=session_ms)
+        consolidating = name == "consolidator-index-outage"
+        if consolidating:
+            env["COGSUB_CONSOLIDATION__SCHEDULE_S"] = str(SCHEDULE_S)
         with _fleet(env, workdir / "logs") as fleet:
             await _start_fleet(fleet, workers=WORKERS)
+            if consolidating:
+                await asyncio.to_thread(fleet.start_consolidator)
             fault, notes = _fault_for(name, servers, fleet, options)
             if broker != "noida":
                 # Tansu reports wrong end offsets for multi-record batches (DESIGN.md), so
@@ -165,7 +174,12 @@ async def run_scenario(name: str, options: Options, workdir: Path) -> Row:
                 lag_reliable=broker == "noida",
                 notes=notes,
             )
+            if consolidating:
+                check = ConsolidatorCheck(fleet, BANKS, seed=options.seed)
+                run = replace(run, make_events=statement_events, consolidator=check)
             row = await drive(run)
+            if row.consolidator is not None:
+                row.notes.append(row.consolidator.summary())
             if isinstance(fault, KillSeries):
                 row.kills = fault.done
                 row.notes.append(f"{fault.mid_stream} of {fault.done} kills mid-stream")
@@ -179,7 +193,7 @@ def _fault_for(
     """The fault of a distributed scenario, and what the report should say about it."""
     if name == "s3-outage":
         return Outage(servers.seaweed.stop, servers.seaweed.start, options.outage_s), []
-    if name == "index-outage":
+    if name in ("index-outage", "consolidator-index-outage"):
         pid = servers.search.pid
         thaw = _signal(pid, signal.SIGCONT)
         outage = Outage(_signal(pid, signal.SIGSTOP), thaw, options.outage_s, release=thaw)
@@ -240,7 +254,7 @@ async def _consolidator_sigkill(options: Options, workdir: Path) -> Row:
             fault = ConsolidatorKills(
                 fleet, kills_bus.bus, kills=options.consolidator_kills, seed=options.seed
             )
-            check = ConsolidatorCheck(fleet, fault, BANKS, seed=options.seed)
+            check = ConsolidatorCheck(fleet, BANKS, seed=options.seed, kills=fault)
             run = Run(
                 "consolidator-sigkill",
                 options,

@@ -99,6 +99,16 @@ def test_consolidator_sigkill(tmp_path: Path) -> None:
     assert figures.observations > 0 and figures.superseded > 0
 
 
+@pytest.mark.timeout(150)
+def test_consolidator_index_outage(tmp_path: Path) -> None:
+    row = asyncio.run(run_scenario("consolidator-index-outage", SHORT, tmp_path))
+    _check(row)
+    figures = row.consolidator
+    assert figures is not None
+    assert figures.ok, figures.problems()  # nobody is killed: every guarantee holds
+    assert figures.facts.expected > 0 and figures.observations > 0
+
+
 class _FailingCommits:
     """A consumer whose first commits fail as they do while a broker restarts or rebalances."""
 
