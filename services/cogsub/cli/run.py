@@ -32,6 +32,7 @@ from cogsub.cli.memory import API_FILE, process_alive, read_api_file
 from cogsub.cli.publish import print_report, publish_events
 from cogsub.core import EXPERIENCE_RAW
 from cogsub.ingestion import BatchOutcome
+from cogsub.recall.collector import settle_collector
 from cogsub.runtime import Settings
 from cogsub.runtime.wiring import (
     RunningApi,
@@ -131,6 +132,7 @@ async def _serve_until_stopped(
     guard = HostGuard.for_api(api.host, running.keys, api.allowed_hosts)
     server = ApiServer(running.app, host=api.host, port=api.port, host_guard=guard)
     await server.start()
+    settle_collector()  # startup's objects out of every later collection (recall's tail)
     keys = "API keys required" if running.keys is not None else "no API keys"
     console.print(f"API on {server.url} (docs {server.url}/docs, {keys}). Ctrl-C to stop.")
     if announce:
