@@ -58,14 +58,17 @@ class Gathered:
 
 
 class DecodedRows:
-    """Documents recall decoded, kept by row for as long as the row is unchanged.
+    """Documents recall decoded, and their vectors, kept by row while the row is unchanged.
 
     A bank's recalls keep meeting the same rows (the LoCoMo banks: ~250 of ~400 each
-    time), and decoding a body was a fifth of a recall's time holding the GIL. An entry
-    is the row's ``seq`` and its document: any write gives the row a new ``seq``, so a
-    changed row is decoded again. Bounded in entries (oldest first out) and in age, and
-    emptied by the facade whenever a write erased rows, so no forgotten text stays here.
-    Documents are shared between recalls: nobody changes a returned document.
+    time), and decoding a body was a fifth of a recall's time holding the GIL; reading
+    the body and the vector again from SQLite only to find the row unchanged was most
+    of what was left of the trip's row reads. An entry is the row's ``seq``, its
+    document and its vector's bytes: any write gives the row a new ``seq``, so a changed
+    row is read and decoded again. Bounded in entries (oldest first out; ~2 KB of
+    document and 1.5 KB of vector each at 384 dimensions) and in age, and emptied by the
+    facade whenever a write erased rows, so no forgotten text stays here. Documents are
+    shared between recalls: nobody changes a returned document.
     """
 
     def __init__(
@@ -74,7 +77,7 @@ class DecodedRows:
         max_age_s: float = DECODED_MAX_AGE_S,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
-        self._rows: dict[int, tuple[int, float, IndexDocument]] = {}
+        self._rows: dict[int, tuple[int, float, IndexDocument, bytes]] = {}
         self._max_rows = max_rows
         self._max_age_s = max_age_s
         self._clock = clock
@@ -83,19 +86,22 @@ class DecodedRows:
     def __len__(self) -> int:
         return len(self._rows)
 
-    def document(self, doc_id: int, seq: int, body: str) -> IndexDocument:
-        """The document of row ``doc_id`` as written at ``seq`` (its ``body``)."""
-        now = self._clock()
+    def known(self, doc_id: int, seq: int) -> tuple[IndexDocument, bytes] | None:
+        """Row ``doc_id``'s document and vector bytes if kept as written at ``seq``."""
         kept = self._rows.get(doc_id)
-        if kept is not None and kept[0] == seq and now - kept[1] <= self._max_age_s:
-            return kept[2]
+        if kept is not None and kept[0] == seq and self._clock() - kept[1] <= self._max_age_s:
+            return kept[2], kept[3]
+        return None
+
+    def keep(self, doc_id: int, seq: int, body: str, blob: bytes) -> tuple[IndexDocument, bytes]:
+        """The document of row ``doc_id`` as written at ``seq`` (``body``), kept with ``blob``."""
         document = _bare(body)
         with self._lock:
             self._rows.pop(doc_id, None)  # a new entry goes to the back of the line
             while len(self._rows) >= self._max_rows:
                 del self._rows[next(iter(self._rows))]
-            self._rows[doc_id] = (seq, now, document)
-        return document
+            self._rows[doc_id] = (seq, self._clock(), document, blob)
+        return document, blob
 
     def clear(self) -> None:
         with self._lock:
@@ -148,15 +154,36 @@ def _neighbours(
 def _by_doc_id(
     conn: sqlite3.Connection, doc_ids: list[int], bank_id: str, decoded: DecodedRows
 ) -> dict[int, tuple[IndexDocument, bytes]]:
-    """Each listed row of ``bank_id`` once, decoded without its vector."""
+    """Each listed row of ``bank_id`` once, decoded without its vector, with its vector's bytes.
+
+    Row versions first (``seq`` sits before the text and the vector in the row, so nothing
+    large is read); then body and vector only of the rows not kept at that version.
+    """
     if not doc_ids:
         return {}
-    rows = conn.execute(
-        "SELECT doc_id, seq, body, embedding FROM documents"
+    listed = json.dumps(list(dict.fromkeys(doc_ids)))
+    versions = conn.execute(
+        "SELECT doc_id, seq FROM documents"
         " WHERE doc_id IN (SELECT value FROM json_each(?)) AND bank_id = ?",
-        (json.dumps(list(dict.fromkeys(doc_ids))), bank_id),
+        (listed, bank_id),
     ).fetchall()
-    return {doc_id: (decoded.document(doc_id, seq, body), blob) for doc_id, seq, body, blob in rows}
+    found: dict[int, tuple[IndexDocument, bytes]] = {}
+    missing = []
+    for doc_id, seq in versions:
+        kept = decoded.known(doc_id, seq)
+        if kept is None:
+            missing.append(doc_id)
+        else:
+            found[doc_id] = kept
+    if missing:
+        rows = conn.execute(
+            "SELECT doc_id, seq, body, embedding FROM documents"
+            " WHERE doc_id IN (SELECT value FROM json_each(?))",
+            (json.dumps(missing),),
+        ).fetchall()
+        for doc_id, seq, body, blob in rows:
+            found[doc_id] = decoded.keep(doc_id, seq, body, blob)
+    return found
 
 
 def _bare(body: str) -> IndexDocument:
