@@ -46,6 +46,7 @@ from dataclasses import asdict, replace
 from pathlib import Path
 
 from benchmarks.fault_consolidator import (
+    DISTRIBUTED_SCHEDULE_S,
     SCHEDULE_S,
     ConsolidatorCheck,
     ConsolidatorKills,
@@ -154,7 +155,7 @@ async def run_scenario(name: str, options: Options, workdir: Path) -> Row:
         env = servers.env(batch_size=options.batch_size, session_timeout_ms=session_ms)
         consolidating = name == "consolidator-index-outage"
         if consolidating:
-            env["COGSUB_CONSOLIDATION__SCHEDULE_S"] = str(SCHEDULE_S)
+            env["COGSUB_CONSOLIDATION__SCHEDULE_S"] = str(DISTRIBUTED_SCHEDULE_S)
         with _fleet(env, workdir / "logs") as fleet:
             await _start_fleet(fleet, workers=WORKERS)
             if consolidating:
@@ -175,7 +176,9 @@ async def run_scenario(name: str, options: Options, workdir: Path) -> Row:
                 notes=notes,
             )
             if consolidating:
-                check = ConsolidatorCheck(fleet, BANKS, seed=options.seed)
+                check = ConsolidatorCheck(
+                    fleet, BANKS, seed=options.seed, request_every_s=DISTRIBUTED_SCHEDULE_S
+                )
                 run = replace(run, make_events=statement_events, consolidator=check)
             row = await drive(run)
             if row.consolidator is not None:
