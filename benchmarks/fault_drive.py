@@ -1,7 +1,8 @@
 """The driver of one fault scenario: produce around the fault, wait for the drain, count.
 
 A scenario is a :class:`Run`: its `cogsub` processes (a :class:`Fleet`), its
-:class:`Fault`, and how to open its stores. :func:`drive` produces the events at a
+:class:`Fault`, how to open its stores and, for a consolidator scenario, its
+events and its :class:`ConsolidatorCheck`. :func:`drive` produces the events at a
 steady rate with the fault a quarter of the way in, waits (bounded) until every
 acknowledged event is indexed and the group's lag is back to 0, and turns what
 the stores hold into a :class:`Row`.
@@ -373,6 +374,9 @@ async def _wait_drained(
     run: Run, stores: Stores, produced: Produced, timeline: Timeline
 ) -> tuple[bool, float | None]:
     """Wait until every acknowledged event is indexed and the group's lag is 0 (bounded).
+
+    With a consolidator, also until it has caught up and done the last rounds it is
+    then asked for (``ConsolidatorCheck.settled``).
 
     Returns whether it drained, and how long after the fault cleared and production
     ended (whichever came later) it took.

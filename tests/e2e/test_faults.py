@@ -6,7 +6,7 @@ but the dead letters is archived and indexed, and the backlog drains once the
 fault clears. The broker restart runs on Tansu with its log in SeaweedFS: noida-db
 loses acknowledged records now and then when it is stopped under load, which
 would fail the "nothing lost" check for the broker's sake (docs/reliability.md,
-finding 3).
+finding 3). The consolidator scenarios run with 3 kills and a 3-second index outage.
 """
 
 from __future__ import annotations
