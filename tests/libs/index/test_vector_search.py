@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import sys
 import tracemalloc
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
@@ -16,7 +17,7 @@ from hypothesis import strategies as st
 from cogsub.core import FactType
 from cogsub.index.ports import SearchFilters
 from cogsub.index.sqlite import vectors as vectors_module
-from cogsub.index.sqlite.vectors import VectorCache, slot_key
+from cogsub.index.sqlite.vectors import VectorCache
 
 DIMENSION = 4
 BANKS = ("a", "b", "c")
@@ -95,6 +96,43 @@ def passes(row: tuple[Any, ...], wanted: SearchFilters) -> bool:
     )
 
 
+class Reference:
+    """The brute-force answer: every live row scored, ties to the earlier slot.
+
+    Slots counted per bank in the order documents came, a forgotten document's slot
+    going to the bank's next newcomer (the latest freed first).
+    """
+
+    def __init__(self) -> None:
+        self.live: dict[tuple[str, str], tuple[int, tuple[Any, ...]]] = {}  # identity -> slot, row
+        self.taken: dict[str, int] = {}
+        self.free: dict[str, list[int]] = {}
+
+    def put(self, new: tuple[Any, ...]) -> None:
+        identity = (new[2], new[1])
+        known = self.live.get(identity)
+        if known is not None:
+            slot = known[0]
+        elif self.free.get(new[2]):
+            slot = self.free[new[2]].pop()
+        else:
+            slot = self.taken[new[2]] = self.taken.get(new[2], -1) + 1
+        self.live[identity] = (slot, new)
+
+    def remove(self, identity: tuple[str, str]) -> None:
+        known = self.live.pop(identity, None)
+        if known is not None:
+            self.free.setdefault(identity[0], []).append(known[0])
+
+    def search(self, query: np.ndarray, wanted: SearchFilters, size: int) -> list[Any]:
+        scored = [
+            (-float(np.dot(query, np.frombuffer(r[-1], dtype=np.float32))), slot, r[0])
+            for slot, r in self.live.values()
+            if passes(r, wanted)
+        ]
+        return [(doc_id, -negative) for negative, _, doc_id in sorted(scored)[:size]]
+
+
 @settings(max_examples=300, deadline=None)
 @given(steps, filters, queries, st.integers(0, 12))
 def test_search_answers_what_scoring_every_live_document_answers(
@@ -103,25 +141,76 @@ def test_search_answers_what_scoring_every_live_document_answers(
     query: list[int],
     size: int,
 ) -> None:
-    vectors = VectorCache(DIMENSION, 0)
-    live: dict[tuple[str, str], tuple[int, tuple[Any, ...]]] = {}  # identity -> (slot, row)
+    vectors, reference = VectorCache(DIMENSION, 0), Reference()
     for doc_id, (remove, document) in enumerate(history, start=1):
-        identity = (document["bank"], f"event-{document['name']}")
         if remove:
-            vectors.remove(*identity)
-            live.pop(identity, None)
+            vectors.remove(document["bank"], f"event-{document['name']}")
+            reference.remove((document["bank"], f"event-{document['name']}"))
         else:
-            new = row(doc_id, document)
-            vectors.put([new])
-            live[identity] = (vectors.slot_of[slot_key(*identity)], new)
+            vectors.put([row(doc_id, document)])
+            reference.put(row(doc_id, document))
     q = np.asarray(query, dtype=np.float32)
-    scored = [
-        (-float(np.dot(q, np.frombuffer(r[-1], dtype=np.float32))), slot, r[0])
-        for slot, r in live.values()
-        if passes(r, wanted)
-    ]
-    expected = [(doc_id, -negative) for negative, _, doc_id in sorted(scored)[:size]]
-    assert vectors.search(q, wanted, size) == expected
+    assert vectors.search(q, wanted, size) == reference.search(q, wanted, size)
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.lists(st.lists(documents, min_size=1, max_size=8), min_size=1, max_size=6), filters)
+def test_rows_put_in_batches_answer_as_rows_put_one_by_one(
+    batches: list[list[dict[str, Any]]], wanted: SearchFilters
+) -> None:
+    """A batch holds several banks and repeats events: the last row of an event wins."""
+    batched, reference = VectorCache(DIMENSION, 0), Reference()
+    doc_id = 0
+    for batch in batches:
+        made = []
+        for document in batch:
+            doc_id += 1
+            made.append(row(doc_id, document))
+            reference.put(made[-1])
+        batched.put(made)
+    query = np.arange(1, DIMENSION + 1, dtype=np.float32)
+    assert batched.search(query, wanted, 50) == reference.search(query, wanted, 50)
+    assert sorted(batched.tag_sets_holding(wanted.bank_id, TAGS)) == sorted(
+        {
+            tuple(json.loads(r[6]))
+            for _, r in reference.live.values()
+            if r[2] == wanted.bank_id and set(json.loads(r[6])) & set(TAGS)
+        }
+    )
+
+
+def test_equal_scores_go_to_the_document_that_came_first_in_its_bank() -> None:
+    vectors = VectorCache(DIMENSION, 0)
+    for doc_id in range(1, 9):  # banks interleaved, every vector the same
+        vectors.put([row(doc_id, {**PLAIN, "name": doc_id, "bank": BANKS[doc_id % 2], "axis": 0})])
+    query = np.ones(DIMENSION, np.float32)
+    assert [d for d, _ in vectors.search(query, SearchFilters(bank_id="a"), 3)] == [2, 4, 6]
+    assert [d for d, _ in vectors.search(query, SearchFilters(bank_id="b"), 3)] == [1, 3, 5]
+
+
+def test_a_bank_holds_only_its_own_columns() -> None:
+    """A search reads its bank's matrix: a small bank's stays small beside a large one."""
+    vectors = VectorCache(DIMENSION, 0)
+    vectors.put([row(i, {**PLAIN, "name": i, "bank": "a", "axis": i}) for i in range(5_000)])
+    vectors.put([row(i, {**PLAIN, "name": i, "bank": "b", "axis": i}) for i in range(10)])
+    assert vectors.banks["b"].columns.shape[1] == 64  # the first size, not 5,010
+    assert vectors.banks["a"].columns.shape[1] == 5_000
+    assert vectors.used == 5_010
+    found = vectors.search(np.ones(DIMENSION, np.float32), SearchFilters(bank_id="b"), 20)
+    assert sorted(doc_id for doc_id, _ in found) == list(range(10))
+
+
+def test_memory_reports_follow_documents_in_and_out() -> None:
+    vectors = VectorCache(DIMENSION, 0)
+    empty_ids = vectors.id_map_bytes
+    vectors.put([row(i, {**PLAIN, "name": i, "bank": BANKS[i % 3], "axis": i}) for i in range(30)])
+    arrays, ids = vectors.nbytes, vectors.id_map_bytes
+    assert arrays > 30 * DIMENSION * 4 and ids > empty_ids + 30 * 50
+    for i in range(30):
+        vectors.remove(BANKS[i % 3], f"event-{i}")
+    assert vectors.nbytes == arrays  # freed slots wait for reuse
+    tables = sum(sys.getsizeof(bank.slot_of) for bank in vectors.banks.values())
+    assert vectors.id_map_bytes == sys.getsizeof(vectors.banks) + tables  # no id left
 
 
 def test_a_bank_never_seen_finds_nothing() -> None:
@@ -134,7 +223,7 @@ def test_what_a_search_allocates_does_not_grow_with_the_documents() -> None:
     """Whole-index masks and selections took ~20 bytes a document on every search."""
     template = {**PLAIN, "tags": ["red"]}
     query = np.arange(1, DIMENSION + 1, dtype=np.float32)
-    wanted = SearchFilters(bank_id="a", tags_any={"red"}, min_importance=0.5)
+    wanted = SearchFilters(bank_id="a", tags_any=frozenset({"red"}), min_importance=0.5)
     peaks = {}
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr(vectors_module, "SEARCH_BLOCK", 1024)

@@ -1,11 +1,13 @@
 """The vector cache: unit document vectors in memory, searched exactly (no SQL here).
 
-Vectors live as a (dimension x capacity) float32 matrix of unit columns (one
-column, or slot, per document: the column-major matrix-vector product measured
-~2x faster here than row-major) with parallel arrays for the filters. Search is
-exact: score every column, mask by the filters, take the top k, a block of
-``SEARCH_BLOCK`` slots at a time. The cache takes rows of ``CACHE_ROW_COLUMNS``
-(from the file or from the index's own writes); keeping it current is the index's job.
+Each bank's vectors live as its own (dimension x capacity) float32 matrix of unit
+columns (one column, or slot, per document: the column-major matrix-vector product
+measured ~2x faster here than row-major) with parallel arrays for the filters, so a
+search reads its bank's columns only (one matrix for every bank read 100x the useful
+columns at 100 banks). Search is exact: score every column of the bank, mask by the
+filters, take the top k, a block of ``SEARCH_BLOCK`` slots at a time. The cache takes
+rows of ``CACHE_ROW_COLUMNS`` (from the file or from the index's own writes); keeping
+it current is the index's job.
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ import json
 import sys
 from collections.abc import Collection, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
@@ -26,17 +29,20 @@ from cogsub.index.sqlite.columns import FACT_CODES, CacheRow, epoch_us
 
 __all__ = [
     "SEARCH_BLOCK",
+    "BankVectors",
     "SlotFilter",
     "TagSets",
     "VectorCache",
     "one_blas_thread",
-    "slot_key",
     "unit",
 ]
 
 #: Slots a vector search scores at a time: its scratch and selections stay this size
 #: (under the allocator's mmap threshold) whatever the index holds.
 SEARCH_BLOCK = 1 << 16
+
+#: A new bank's first slots (at 384 dimensions, 96 kB of columns).
+_FIRST_CAPACITY = 64
 
 
 @functools.cache
@@ -153,23 +159,17 @@ def entry_bytes(key: str, slot: int) -> int:
     return block_bytes(sys.getsizeof(key)) + block_bytes(sys.getsizeof(slot))
 
 
-def slot_key(bank_id: str, event_id: str) -> str:
-    """One string per document identity (ids never hold a control character)."""
-    return f"{bank_id}\x1f{event_id}"
+class BankVectors:
+    """One bank's unit vectors as matrix columns (slots), with parallel filter arrays.
 
-
-class VectorCache:
-    """Unit document vectors as matrix columns (slots), with parallel filter arrays.
-
-    Rows come in as tuples of ``CACHE_ROW_COLUMNS``, from SQLite or from our own writes.
+    Its own slot map (by event id) and free slots: a search of the bank reads only
+    these columns, however many the other banks hold.
     """
 
-    def __init__(self, dimension: int, seq: int) -> None:
-        self.seq = seq
-        self.dimension = dimension
+    def __init__(self, dimension: int) -> None:
         self.used = 0
         self.columns = np.zeros((dimension, 0), dtype=np.float32)
-        self.banks = np.zeros(0, dtype=np.int32)
+        self.live = np.zeros(0, dtype=np.bool_)  # a freed slot waits for reuse
         self.facts = np.zeros(0, dtype=np.int8)
         self.times = np.zeros(0, dtype=np.int64)
         self.importance = np.zeros(0, dtype=np.float64)
@@ -177,122 +177,166 @@ class VectorCache:
         # A slot's tags as the number of its tag set: documents share a few sets (a
         # set of slots per tag and a tuple per slot took ~250 bytes a document).
         self.tag_sets = np.zeros(0, dtype=np.int32)
-        # A search block's filter mask, one filter's test and scores, written in place
-        # (as long as the slots up to a block: a small index keeps small ones).
-        self._mask_scratch = np.zeros(0, dtype=np.bool_)
-        self._test_scratch = np.zeros(0, dtype=np.bool_)
-        self._score_scratch = np.zeros(0, dtype=np.float32)
-        self._tags = TagSets()
         self.slot_of: dict[str, int] = {}
-        # What the map's ids and slot numbers hold besides the dict's own table, kept as
-        # they come and go: summing them at every report would walk a million strings.
-        self._id_bytes = 0
-        self.bank_codes: dict[str, int] = {}
         self.free: list[int] = []
 
     @property
-    def id_map_bytes(self) -> int:
-        """The id → slot map: its table, its id strings and its slot numbers."""
-        return sys.getsizeof(self.slot_of) + self._id_bytes
+    def capacity(self) -> int:
+        return int(self.columns.shape[1])
 
-    @property
-    def nbytes(self) -> int:
-        arrays = (
+    def arrays(self) -> tuple[npt.NDArray[Any], ...]:
+        return (
             self.columns,
-            self.banks,
+            self.live,
             self.facts,
             self.times,
             self.importance,
             self.doc_ids,
             self.tag_sets,
-            self._mask_scratch,
-            self._test_scratch,
-            self._score_scratch,
         )
-        return sum(array.nbytes for array in arrays)
 
     def reserve(self, needed: int) -> None:
-        capacity = self.columns.shape[1]
+        capacity = self.capacity
         if needed <= capacity:
             return
-        # Grow by half: copying 150 MB for every few inserts would stall writers.
-        extra = max(needed, capacity + capacity // 2, 1024) - capacity
+        # Grow by half: copying a large bank for every few inserts would stall writers.
+        # A small first size: a hundred banks of a few documents stay small.
+        extra = max(needed, capacity + capacity // 2, _FIRST_CAPACITY) - capacity
+        dimension = self.columns.shape[0]
         self.columns = np.concatenate(
-            [self.columns, np.zeros((self.dimension, extra), dtype=np.float32)], axis=1
+            [self.columns, np.zeros((dimension, extra), dtype=np.float32)], axis=1
         )
-        self.banks = np.concatenate([self.banks, np.full(extra, -1, dtype=np.int32)])
+        self.live = np.concatenate([self.live, np.zeros(extra, dtype=np.bool_)])
         self.facts = np.concatenate([self.facts, np.zeros(extra, dtype=np.int8)])
         self.times = np.concatenate([self.times, np.zeros(extra, dtype=np.int64)])
         self.importance = np.concatenate([self.importance, np.zeros(extra, dtype=np.float64)])
         self.doc_ids = np.concatenate([self.doc_ids, np.zeros(extra, dtype=np.int64)])
         self.tag_sets = np.concatenate([self.tag_sets, np.zeros(extra, dtype=np.int32)])
-        width = min(capacity + extra, SEARCH_BLOCK)
-        if self._mask_scratch.size < width:
-            self._mask_scratch = np.empty(width, dtype=np.bool_)
-            self._test_scratch = np.empty(width, dtype=np.bool_)
-            self._score_scratch = np.empty(width, dtype=np.float32)
 
-    def put(self, rows: Sequence[CacheRow]) -> None:
-        """Insert or replace rows of ``CACHE_ROW_COLUMNS``; the last row of an event wins."""
-        latest = list({(row[2], row[1]): row for row in rows}.values())
-        if not latest:
-            return
-        slots = np.empty(len(latest), dtype=np.int64)
-        for index, (doc_id, event_id, bank_id, fact, ts_us, importance, tags, _) in enumerate(
-            latest
-        ):
-            key = slot_key(bank_id, event_id)
-            slot = self.slot_of.get(key)
+    def put(self, rows: Sequence[CacheRow], tags: TagSets) -> int:
+        """Insert or replace rows (one per event); the id map's bytes added."""
+        added = 0
+        fresh = sum(1 for row in rows if row[1] not in self.slot_of)
+        self.reserve(self.used + max(0, fresh - len(self.free)))
+        slots = np.empty(len(rows), dtype=np.int64)
+        for index, (doc_id, event_id, _, fact, ts_us, importance, tag_json, _) in enumerate(rows):
+            slot = self.slot_of.get(event_id)
             if slot is None:
-                if self.free:
-                    slot = self.free.pop()
-                else:
-                    self.reserve(self.used + 1)
-                    slot, self.used = self.used, self.used + 1
-                self.slot_of[key] = slot
-                self._id_bytes += entry_bytes(key, slot)
+                slot = self._take_slot()
+                self.slot_of[event_id] = slot
+                added += entry_bytes(event_id, slot)
             slots[index] = slot
+            self.live[slot] = True
             self.doc_ids[slot] = doc_id
-            self.banks[slot] = self.bank_codes.setdefault(bank_id, len(self.bank_codes))
             self.facts[slot] = 0 if fact is None else FACT_CODES[FactType(fact)]
             self.times[slot] = ts_us
             self.importance[slot] = importance
-            number = self._tags.take(tuple(json.loads(tags)))
-            self._tags.release(int(self.tag_sets[slot]))  # a replaced row's set, if any
+            number = tags.take(tuple(json.loads(tag_json)))
+            tags.release(int(self.tag_sets[slot]))  # a replaced row's set, if any
             self.tag_sets[slot] = number
-        matrix = np.frombuffer(b"".join(row[-1] for row in latest), dtype=np.float32)
-        matrix = matrix.reshape(len(latest), self.dimension)
+        dimension = self.columns.shape[0]
+        matrix = np.frombuffer(b"".join(row[-1] for row in rows), dtype=np.float32)
+        matrix = matrix.reshape(len(rows), dimension)
         norms = np.linalg.norm(matrix, axis=1, keepdims=True)
         self.columns[:, slots] = (matrix / np.where(norms > 0, norms, 1.0)).T
+        return added
 
-    def remove(self, bank_id: str, event_id: str) -> None:
-        key = slot_key(bank_id, event_id)
-        slot = self.slot_of.pop(key, None)
+    def remove(self, event_id: str, tags: TagSets) -> int:
+        """Free ``event_id``'s slot; the id map's bytes given back (0 if it held none)."""
+        slot = self.slot_of.pop(event_id, None)
         if slot is None:
-            return
-        self._id_bytes -= entry_bytes(key, slot)
-        self._tags.release(int(self.tag_sets[slot]))
+            return 0
+        tags.release(int(self.tag_sets[slot]))
         self.tag_sets[slot] = 0
-        self.banks[slot] = -1
+        self.live[slot] = False
         self.columns[:, slot] = 0.0
         self.free.append(slot)
+        return entry_bytes(event_id, slot)
+
+    def _take_slot(self) -> int:
+        if self.free:
+            return self.free.pop()
+        self.reserve(self.used + 1)
+        slot, self.used = self.used, self.used + 1
+        return slot
+
+
+class VectorCache:
+    """Every bank's vectors, a ``BankVectors`` a bank, and the tag sets they share.
+
+    Rows come in as tuples of ``CACHE_ROW_COLUMNS``, from SQLite or from our own writes.
+    """
+
+    def __init__(self, dimension: int, seq: int) -> None:
+        self.seq = seq
+        self.dimension = dimension
+        self.banks: dict[str, BankVectors] = {}
+        # A search block's filter mask, one filter's test and scores, written in place
+        # (as long as the largest bank's slots up to a block: small banks keep small ones).
+        self._mask_scratch = np.zeros(0, dtype=np.bool_)
+        self._test_scratch = np.zeros(0, dtype=np.bool_)
+        self._score_scratch = np.zeros(0, dtype=np.float32)
+        self._tags = TagSets()
+        # What the maps' ids and slot numbers hold besides the dicts' own tables, kept as
+        # they come and go: summing them at every report would walk a million strings.
+        self._id_bytes = 0
+
+    @property
+    def used(self) -> int:
+        """Slots taken in every bank, free ones waiting for reuse included."""
+        return sum(bank.used for bank in self.banks.values())
+
+    @property
+    def id_map_bytes(self) -> int:
+        """The id → slot maps: their tables, their id strings and their slot numbers."""
+        tables = sum(sys.getsizeof(bank.slot_of) for bank in self.banks.values())
+        return sys.getsizeof(self.banks) + tables + self._id_bytes
+
+    @property
+    def nbytes(self) -> int:
+        scratch = (self._mask_scratch, self._test_scratch, self._score_scratch)
+        banks = (array for bank in self.banks.values() for array in bank.arrays())
+        return sum(array.nbytes for array in (*scratch, *banks))
+
+    def reserve(self, needed: int) -> None:
+        """A hint of the documents to come: unused, as which banks they go to is unknown
+        (each bank grows by half as its own documents come)."""
+
+    def put(self, rows: Sequence[CacheRow]) -> None:
+        """Insert or replace rows of ``CACHE_ROW_COLUMNS``; the last row of an event wins."""
+        by_bank: dict[str, list[CacheRow]] = {}
+        for row in {(row[2], row[1]): row for row in rows}.values():
+            by_bank.setdefault(row[2], []).append(row)
+        for bank_id, bank_rows in by_bank.items():
+            bank = self.banks.get(bank_id)
+            if bank is None:
+                bank = self.banks[bank_id] = BankVectors(self.dimension)
+            self._id_bytes += bank.put(bank_rows, self._tags)
+            self._fit_scratch(bank.capacity)
+
+    def remove(self, bank_id: str, event_id: str) -> None:
+        bank = self.banks.get(bank_id)
+        if bank is not None:
+            self._id_bytes -= bank.remove(event_id, self._tags)
 
     def remove_all(self, bank_id: str, event_ids: Sequence[str]) -> None:
         for event_id in event_ids:
             self.remove(bank_id, event_id)
 
     def set_importance(self, bank_id: str, event_id: str, value: float) -> None:
-        slot = self.slot_of.get(slot_key(bank_id, event_id))
-        if slot is not None:
-            self.importance[slot] = value
+        bank = self.banks.get(bank_id)
+        slot = None if bank is None else bank.slot_of.get(event_id)
+        if bank is not None and slot is not None:
+            bank.importance[slot] = value
 
     def tag_sets_holding(self, bank_id: str, tags: Collection[str]) -> list[tuple[str, ...]]:
         """The distinct tag sets of ``bank_id``'s documents that hold any of ``tags``."""
-        code = self.bank_codes.get(bank_id)
-        if code is None or not tags:
+        bank = self.banks.get(bank_id)
+        if bank is None or not tags:
             return []
         holding = self._tags.holding_any(tags)
-        numbers = np.unique(self.tag_sets[: self.used][self.banks[: self.used] == code])
+        # A free slot holds set 0, the empty set, which holds no tag.
+        numbers = np.unique(bank.tag_sets[: bank.used])
         return self._tags.sets_of([int(n) for n in numbers if holding[n]])
 
     def search(
@@ -300,37 +344,45 @@ class VectorCache:
     ) -> list[tuple[int, float]]:
         """``(doc_id, cosine)`` of the best ``size`` documents passing ``filters``.
 
-        Best first; equal scores in slot order.
+        Best first; equal scores in slot order (within the bank, the order its
+        documents came in, a freed slot going to the next newcomer).
         """
-        code = self.bank_codes.get(filters.bank_id)
-        if code is None or size < 1:
+        bank = self.banks.get(filters.bank_id)
+        if bank is None or size < 1:
             return []
         wanted = SlotFilter.of(filters, self._tags)
         best_slots = np.zeros(0, dtype=np.int64)
         best_scores = np.zeros(0, dtype=np.float32)
         # A block of slots at a time, keeping the best so far: what a search allocates
-        # stays the same however many documents the index holds (whole-index masks,
+        # stays the same however many documents the bank holds (whole-index masks,
         # candidate lists and selections were ~20 bytes a document, every search).
-        for start in range(0, self.used, SEARCH_BLOCK):
-            stop = min(start + SEARCH_BLOCK, self.used)
+        for start in range(0, bank.used, SEARCH_BLOCK):
+            stop = min(start + SEARCH_BLOCK, bank.used)
             # Once ``size`` are kept, a later slot must beat the worst of them: a tie
             # goes to the earlier slot, which every kept one is.
             floor = float(best_scores[-1]) if best_scores.size == size else None
-            found = self._best_in_block(query, code, wanted, (start, stop), size, floor)
+            found = self._best_in_block(query, bank, wanted, (start, stop), size, floor)
             if found is not None:
                 best_slots = np.concatenate([best_slots, found[0]])
                 best_scores = np.concatenate([best_scores, found[1]])
                 order = np.lexsort((best_slots, -best_scores))[:size]
                 best_slots, best_scores = best_slots[order], best_scores[order]
         return [
-            (int(self.doc_ids[slot]), float(score))
+            (int(bank.doc_ids[slot]), float(score))
             for slot, score in zip(best_slots, best_scores, strict=True)
         ]
+
+    def _fit_scratch(self, capacity: int) -> None:
+        width = min(capacity, SEARCH_BLOCK)
+        if self._mask_scratch.size < width:
+            self._mask_scratch = np.empty(width, dtype=np.bool_)
+            self._test_scratch = np.empty(width, dtype=np.bool_)
+            self._score_scratch = np.empty(width, dtype=np.float32)
 
     def _best_in_block(
         self,
         query: npt.NDArray[np.float32],
-        code: int,
+        bank: BankVectors,
         wanted: SlotFilter,
         block: tuple[int, int],
         size: int,
@@ -340,11 +392,12 @@ class VectorCache:
         start, stop = block
         width = stop - start
         test = self._test_scratch[:width]
-        mask = np.equal(self.banks[start:stop], code, out=self._mask_scratch[:width])
-        wanted.narrow(mask, self, block, test)
+        mask = self._mask_scratch[:width]
+        np.copyto(mask, bank.live[start:stop])
+        wanted.narrow(mask, bank, block, test)
         # Scoring every column of the block and then selecting beats gathering the
         # candidate columns (a strided gather costs more than the product it saves).
-        scored = np.matmul(query, self.columns[:, start:stop], out=self._score_scratch[:width])
+        scored = np.matmul(query, bank.columns[:, start:stop], out=self._score_scratch[:width])
         if floor is not None:
             mask &= np.greater(scored, floor, out=test)
         candidates = np.flatnonzero(mask)
@@ -389,7 +442,7 @@ class SlotFilter:
     def narrow(
         self,
         mask: npt.NDArray[np.bool_],
-        vectors: VectorCache,
+        vectors: BankVectors,
         block: tuple[int, int],
         test: npt.NDArray[np.bool_],
     ) -> None:
