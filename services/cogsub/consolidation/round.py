@@ -21,6 +21,7 @@ import structlog
 
 from cogsub.archive.ports import ArchiveStore
 from cogsub.consolidation.clusters import Member, clusters, medoid, observation_text
+from cogsub.consolidation.containment import contained_observations
 from cogsub.consolidation.corrections import (
     TIER_NAMES,
     Contender,
@@ -256,21 +257,18 @@ class ConsolidationRound:
         covered: dict[str, set[str]],
         progress: _Progress,
     ) -> None:
-        """Supersede each live observation whose sources another one of ``observations`` holds."""
-        holders: dict[str, set[str]] = {}  # source -> live observations holding it
-        for old_id, old_sources in covered.items():
-            for source in old_sources:
-                holders.setdefault(source, set()).add(old_id)
-        for memory in observations:
-            sources = set(memory.sources)
-            candidates = set().union(*(holders.get(s, set()) for s in sources))
-            for old_id in sorted(candidates - {memory.memory_id}):
-                old_sources = covered[old_id]
-                if old_sources <= sources:
-                    rule = f"more evidence: {len(sources)} sources instead of {len(old_sources)}"
-                    await self._supersede(
-                        bank_id, old_id, memory.memory_id, memory.timestamp, rule, progress
-                    )
+        """Supersede each live observation whose sources one of ``observations`` holds and more.
+
+        The rule is ``contained_observations``, the one replay applies too.
+        """
+        by_id = {memory.memory_id: memory for memory in observations}
+        successors = {m.memory_id: frozenset(m.sources) for m in observations}
+        current = {old_id: frozenset(sources) for old_id, sources in covered.items()}
+        for found in contained_observations(current, successors):
+            valid_to = by_id[found.winner].timestamp
+            await self._supersede(
+                bank_id, found.loser, found.winner, valid_to, found.rule, progress
+            )
 
     def _observation(
         self,

@@ -10,8 +10,10 @@ the events by day).
 What consolidation derived is rebuilt too: its memories from their objects,
 then — always over the whole archive, whatever the resume point — the
 provenance the index keeps as tags: supersession (``superseded-by:``,
-``valid-to:``, ``supersedes:``) from the write-once supersession records, and
-the proof counts of merged facts from their evidence objects. Usage signals
+``valid-to:``, ``supersedes:``) from the write-once supersession records, the
+proof counts of merged facts from their evidence objects, and the supersession
+of an observation another live one contains, by the rule a round applies (an
+observation a killed round archived but never indexed has no record). Usage signals
 (``retrieval_count``, ``decay_factor``) live only in the index and start over.
 """
 
@@ -27,17 +29,20 @@ import structlog
 
 from cogsub.archive.ports import ArchiveStore
 from cogsub.bus.ports import EventBus
+from cogsub.consolidation.containment import contained_observations
 from cogsub.core.derived import (
     CONSOLIDATION_PREFIX,
     PROOF_TAG,
     SUPERSEDED_BY_TAG,
     SUPERSEDES_TAG,
     VALID_TO_TAG,
+    DerivedKind,
     is_derived_memory_key,
+    is_superseded,
     with_tags,
 )
 from cogsub.core.documents import IndexDocument, index_document_for, indexed_payload_for
-from cogsub.core.events import ArchivedEvent
+from cogsub.core.events import ArchivedEvent, format_timestamp
 from cogsub.core.keys import EVENTS_PREFIX
 from cogsub.core.topics import MEMORY_INDEXED
 from cogsub.embeddings.ports import Embedder
@@ -134,6 +139,7 @@ async def restore_provenance(
     changed = 0
     prefix = f"{CONSOLIDATION_PREFIX}{bank_id}/" if bank_id else CONSOLIDATION_PREFIX
     proofs: dict[tuple[str, str], int] = {}
+    observations: list[str] = []
     async for key in archive.list(prefix):
         parts = key.removeprefix(CONSOLIDATION_PREFIX).split("/")
         if len(parts) == 4 and parts[1] == "evidence":
@@ -155,9 +161,56 @@ async def restore_provenance(
                     f"{VALID_TO_TAG}{record['validTo']}",
                 ],
             )
+        elif len(parts) == 3 and parts[1] == f"{DerivedKind.OBSERVATION.value}s":
+            observations.append(key)
     for (bank, fact_id), count in sorted(proofs.items()):
         changed += await _retag(index, bank, fact_id, [f"{PROOF_TAG}{count}"], replace=(PROOF_TAG,))
+    return changed + await supersede_contained(archive, index, observations)
+
+
+async def supersede_contained(archive: ArchiveStore, index: MemoryIndex, keys: list[str]) -> int:
+    """Retire each live observation of ``keys`` another live one contains, as a round would.
+
+    A round killed after archiving an observation and before indexing it leaves an
+    object no round completes once the cluster has grown (its id changes), and no
+    supersession record names it; indexed as it is, it would be live beside its
+    successor. Applying the round's own rule (``contained_observations``) here,
+    after the records are restored, makes the rebuilt live observations the running
+    index's. The rule is derived again on every replay rather than written to the
+    archive: replay only reads the truth. Returns the documents changed.
+    """
+    live: dict[str, dict[str, frozenset[str]]] = {}  # bank -> observation -> sources
+    ends: dict[tuple[str, str], datetime] = {}  # (bank, observation) -> its timestamp
+    for start in range(0, len(keys), BATCH):
+        bodies = await archive.get_many(keys[start : start + BATCH])
+        for body in bodies.values():
+            event = ArchivedEvent.model_validate_json(body)
+            doc = await index.get(event.bank_id, event.event_id)
+            if doc is None or is_superseded(doc):
+                continue
+            live.setdefault(event.bank_id, {})[event.event_id] = _sources(event)
+            ends[(event.bank_id, event.event_id)] = event.timestamp
+    changed = 0
+    for bank, current in sorted(live.items()):
+        for found in contained_observations(current, current):
+            valid_to = format_timestamp(ends[(bank, found.winner)])
+            changed += await _retag(index, bank, found.winner, [f"{SUPERSEDES_TAG}{found.loser}"])
+            loser_tags = [f"{SUPERSEDED_BY_TAG}{found.winner}", f"{VALID_TO_TAG}{valid_to}"]
+            changed += await _retag(index, bank, found.loser, loser_tags)
+            log.info(
+                "replay_observation_superseded",
+                bank_id=bank,
+                memory_id=found.loser,
+                superseded_by=found.winner,
+                rule=found.rule,
+            )
     return changed
+
+
+def _sources(event: ArchivedEvent) -> frozenset[str]:
+    structured = event.input.structured
+    sources = structured.get("sources") if isinstance(structured, dict) else None
+    return frozenset(str(s) for s in sources) if isinstance(sources, list) else frozenset()
 
 
 async def _retag(
