@@ -25,12 +25,16 @@ round, and the consolidator is stopped (SIGTERM) before counting. It passes when
   nothing stated (re-extraction after a kill counts no source twice, loses none);
 - no two active observations of a bank share a source (clusters are disjoint, so
   two would mean a successor was written and its predecessor never superseded);
-- every derived memory in the archive is indexed and announced on
-  ``memory.semantic.updated`` (the writer's archive → announce → index order).
-  Observations archived and never indexed are counted apart: a round killed
-  between the two leaves an observation whose cluster may have grown by the next
-  round, which then derives another id and never completes it (docs/reliability.md,
-  "Known not to hold yet");
+- every derived memory but observations in the archive is indexed, and every
+  indexed one announced on ``memory.semantic.updated`` (the writer's archive →
+  announce → index order);
+- the archive, the truth, rebuilds the same live observations: `cogsub replay`'s
+  code run into a fresh index holds exactly the running index's live observations
+  of each bank, none sharing a source. A round killed between archiving an
+  observation and indexing it leaves one whose cluster may have grown by the next
+  round, which then derives another id and never indexes it; those are counted
+  apart (``observations_unindexed``), and replay must supersede them by the round's
+  rule instead of bringing them back live;
 - it dead-lettered exactly the one invalid request, and exited 0 when stopped.
 
 The expected facts come from the offline extractor and ``fact_id`` run here on the
@@ -44,11 +48,13 @@ import asyncio
 import contextlib
 import json
 import random
+import tempfile
 import time
 from collections import defaultdict
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
+from pathlib import Path
 from typing import Any
 
 from benchmarks.fault_counts import Stores, Timeline, is_derived, read_topic
@@ -76,6 +82,8 @@ from cogsub.core.topics import (
 from cogsub.extraction.offline import OfflineExtractor, states_facts
 from cogsub.extraction.ports import ExtractionInput
 from cogsub.index.ports import SearchFilters
+from cogsub.index.sqlite import SqliteMemoryIndex
+from cogsub.replay import replay
 
 GROUP = "consolidation"  # the settings' default group, which `cogsub consolidator` uses
 SCHEDULE_S = 2.0  # between scheduled rounds: several per kill interval
@@ -172,6 +180,12 @@ def overlapping(observations: Mapping[str, Sequence[frozenset[str]]]) -> int:
     return shared
 
 
+def replay_differences(running: Mapping[str, set[str]], replayed: Mapping[str, set[str]]) -> int:
+    """Live observation ids one index holds and the other does not, over every bank."""
+    banks = running.keys() | replayed.keys()
+    return sum(len(running.get(b, set()) ^ replayed.get(b, set())) for b in banks)
+
+
 @dataclass
 class ConsolidatorFigures:
     """What the consolidator did and left behind (``ok``: nothing lost, twice or stuck)."""
@@ -188,7 +202,9 @@ class ConsolidatorFigures:
     overlapping: int = 0
     derived_archived: int = 0
     derived_unindexed: int = 0  # facts (or other kinds) archived, not indexed
-    observations_unindexed: int = 0  # archived by a round that died, never completed
+    observations_unindexed: int = 0  # archived by a round that died: no defect if replay agrees
+    replay_differs: int | None = None  # live observations of one index only (None: not replayed)
+    replay_overlapping: int = 0  # live observations sharing a source, in the replayed index
     derived_unannounced: int = 0
     dead_lettered: int = 0
     dead_letters_expected: int = 0
@@ -203,7 +219,8 @@ class ConsolidatorFigures:
             and facts.missing == facts.unexpected == 0
             and facts.evidence_missing == facts.evidence_extra == facts.proofs_wrong == 0
             and self.overlapping == 0
-            and self.derived_unindexed == self.observations_unindexed == 0
+            and self.derived_unindexed == 0
+            and self.replay_differs == self.replay_overlapping == 0
             and self.derived_unannounced == 0
             and self.dead_lettered == self.dead_letters_expected
             and self.stopped_cleanly
@@ -219,8 +236,11 @@ class ConsolidatorFigures:
             f"{facts.proofs_wrong} wrong proof counts; observations {self.observations} active "
             f"({self.superseded} superseded, {self.overlapping} overlapping); "
             f"{self.derived_archived} derived archived, "
-            f"{self.derived_unindexed + self.observations_unindexed} unindexed, "
-            f"{self.derived_unannounced} unannounced; dead letters {self.dead_lettered} "
+            f"{self.derived_unindexed + self.observations_unindexed} unindexed "
+            f"({self.observations_unindexed} observations), "
+            f"{self.derived_unannounced} unannounced; replayed live observations "
+            f"{self.replay_differs} differing, {self.replay_overlapping} overlapping; "
+            f"dead letters {self.dead_lettered} "
             f"of {self.dead_letters_expected}; lag {self.final_lag}"
         )
 
@@ -237,11 +257,17 @@ class ConsolidatorFigures:
             ("facts with a wrong proof count", facts.proofs_wrong),
             ("active observations sharing a source", self.overlapping),
             ("derived memories (not observations) archived, not indexed", self.derived_unindexed),
-            ("observations archived, never indexed", self.observations_unindexed),
             ("derived memories indexed, never announced", self.derived_unannounced),
+            (
+                "live observations a replay of the archive does not rebuild alike",
+                self.replay_differs,
+            ),
+            ("replayed live observations sharing a source", self.replay_overlapping),
         ):
             if n:
                 notes.append(f"{n} {what}")
+        if self.replay_differs is None:
+            notes.append("the archive was not replayed")
         if self.dead_lettered != self.dead_letters_expected:
             notes.append(
                 f"{self.dead_lettered} consolidation dead letters, "
@@ -386,6 +412,9 @@ class ConsolidatorCheck:
         figures.derived_unindexed = len(unindexed) - figures.observations_unindexed
         announced = await _announced(stores.bus, expected=len(derived.indexed))
         figures.derived_unannounced = len(derived.indexed - announced)
+        replayed = await _replayed(stores, self.banks)
+        figures.replay_differs = replay_differences(derived.live, replayed.live)
+        figures.replay_overlapping = overlapping(replayed.observations)
         dead = await read_topic(stores.bus, CONSOLIDATION_DLQ, expected=1)
         figures.dead_lettered = len(dead)
         return figures
@@ -412,6 +441,7 @@ class _Derived:
     proofs: dict[FactKey, int] = field(default_factory=dict)
     evidence: dict[FactKey, frozenset[str]] = field(default_factory=dict)
     observations: dict[str, list[frozenset[str]]] = field(default_factory=dict)
+    live: dict[str, set[str]] = field(default_factory=dict)  # bank -> live observation ids
     superseded_observations: int = 0
     archived: dict[FactKey, str] = field(default_factory=dict)  # (bank, id) -> "facts", ...
     indexed: set[FactKey] = field(default_factory=set)
@@ -422,6 +452,7 @@ async def _derived_state(stores: Stores, banks: Sequence[str]) -> _Derived:
     for bank in banks:
         docs = await _scan_derived(stores, bank)
         active: list[frozenset[str]] = []
+        found.live[bank] = set()
         for doc in docs:
             found.indexed.add((bank, doc.event_id))
             if f"{DERIVED_TAG}{DerivedKind.FACT.value}" in doc.tags:
@@ -430,6 +461,7 @@ async def _derived_state(stores: Stores, banks: Sequence[str]) -> _Derived:
                 if is_superseded(doc):
                     found.superseded_observations += 1
                 else:
+                    found.live[bank].add(doc.event_id)
                     active.append(await _sources(stores, doc.object_storage_key))
         found.observations[bank] = active
         evidence: dict[FactKey, set[str]] = defaultdict(set)
@@ -441,6 +473,20 @@ async def _derived_state(stores: Stores, banks: Sequence[str]) -> _Derived:
                 found.archived[(bank, parts[-1].removesuffix(".json"))] = parts[0]
         found.evidence.update({k: frozenset(v) for k, v in evidence.items()})
     return found
+
+
+async def _replayed(stores: Stores, banks: Sequence[str]) -> _Derived:
+    """The consolidator's outputs as `cogsub replay` rebuilds them from the archive alone.
+
+    Into a fresh embedded index whatever the stack's: the archive is what is judged.
+    """
+    with tempfile.TemporaryDirectory(prefix="faults-replay-") as scratch:
+        rebuilt = SqliteMemoryIndex(Path(scratch) / "index.sqlite3")
+        try:
+            await replay(stores.archive, rebuilt)
+            return await _derived_state(Stores(stores.bus, stores.archive, rebuilt), banks)
+        finally:
+            await rebuilt.close()
 
 
 async def _scan_derived(stores: Stores, bank: str) -> list[IndexDocument]:

@@ -4,17 +4,27 @@ from __future__ import annotations
 
 from collections import Counter
 from dataclasses import replace
+from pathlib import Path
 
+import pytest
 from benchmarks.fault_consolidator import (
     ConsolidatorFigures,
     FactCounts,
+    _derived_state,
+    _replayed,
     compare_facts,
     expected_evidence,
     overlapping,
+    replay_differences,
     statement_events,
 )
+from benchmarks.fault_counts import Stores
 from benchmarks.fault_drive import Row
 from benchmarks.ingest import make_events
+
+from cogsub.replay import rebuild
+from tests.services.consolidation.stack import consolidation_stack
+from tests.services.replay.test_replay_orphan_observation import BANK, leave_an_orphan
 
 A, B = ("bank-0", "fact-a"), ("bank-0", "fact-b")
 
@@ -101,6 +111,7 @@ def _clean() -> ConsolidatorFigures:
         dead_lettered=1,
         dead_letters_expected=1,
         stopped_cleanly=True,
+        replay_differs=0,
     )
 
 
@@ -114,7 +125,9 @@ def test_clean_figures_pass_and_each_defect_fails_with_its_note() -> None:
         replace(_clean(), facts=FactCounts(expected=5, indexed=5, proofs_wrong=1)),
         replace(_clean(), overlapping=2),
         replace(_clean(), derived_unindexed=1),
-        replace(_clean(), observations_unindexed=1),
+        replace(_clean(), replay_differs=1),
+        replace(_clean(), replay_differs=None),
+        replace(_clean(), replay_overlapping=2),
         replace(_clean(), derived_unannounced=1),
         replace(_clean(), dead_lettered=2),
         replace(_clean(), stopped_cleanly=False),
@@ -122,6 +135,40 @@ def test_clean_figures_pass_and_each_defect_fails_with_its_note() -> None:
     for figures in defects:
         assert not figures.ok, figures
         assert figures.problems(), figures
+
+
+def test_an_observation_archived_never_indexed_is_no_defect_on_its_own() -> None:
+    """Replay's agreement is the guarantee; such orphans are only counted."""
+    assert replace(_clean(), observations_unindexed=3).ok
+
+
+def test_live_observations_of_one_index_only_are_replay_differences() -> None:
+    running = {"bank-0": {"o1", "o2"}, "bank-1": {"o3"}}
+    assert replay_differences(running, {"bank-0": {"o2", "o1"}, "bank-1": {"o3"}}) == 0
+    assert replay_differences(running, {"bank-0": {"o1", "o2", "orphan"}, "bank-1": {"o3"}}) == 1
+    assert replay_differences(running, {"bank-0": {"o1"}}) == 2
+
+
+async def test_the_replay_check_passes_with_an_orphan_and_fails_without_the_rule(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    async with consolidation_stack(tmp_path / "stack") as stack:
+        orphan, _ = await leave_an_orphan(stack)
+        stores = Stores(stack.bus, stack.archive, stack.index)
+        running = await _derived_state(stores, [BANK])
+        assert (BANK, orphan) in running.archived and (BANK, orphan) not in running.indexed
+        replayed = await _replayed(stores, [BANK])
+        assert replay_differences(running.live, replayed.live) == 0
+        assert overlapping(replayed.observations) == 0
+
+        async def without_the_rule(*_: object) -> int:
+            return 0
+
+        # Replay as it was before the rule: the orphan comes back live beside its successor.
+        monkeypatch.setattr(rebuild, "supersede_contained", without_the_rule)
+        replayed = await _replayed(stores, [BANK])
+        assert replay_differences(running.live, replayed.live) == 1
+        assert overlapping(replayed.observations) == 2
 
 
 def test_no_facts_at_all_is_not_a_pass() -> None:

@@ -24,7 +24,11 @@ from cogsub.core.events import FactType
 from cogsub.index.ports import MemoryIndex, SearchFilters
 from cogsub.index.sqlite import SqliteMemoryIndex
 from cogsub.replay import replay
-from tests.services.consolidation.stack import consolidation_stack, ops_memory
+from tests.services.consolidation.stack import (
+    ConsolidationStack,
+    consolidation_stack,
+    ops_memory,
+)
 from tests.services.consolidation.test_crash import CrashingIndex, Fuse
 
 BANK = "ops"
@@ -36,25 +40,31 @@ async def _live_observations(index: MemoryIndex) -> set[str]:
     return {d.event_id for d in await index.scan(filters, size=100) if not is_superseded(d)}
 
 
+async def leave_an_orphan(stack: ConsolidationStack) -> tuple[str, str]:
+    """A killed round's observation archived, never indexed, and its successor's id."""
+    for day in (7, 6):
+        await stack.service.retain(BANK, ops_memory(day, SAID, FactType.WORLD))
+    # Killed after the observation's archive write, at its index write.
+    killed = stack.round_over(CrashingIndex(stack.index, Fuse(0)), stack.archive)
+    with pytest.raises(UnavailableError):
+        await killed.run(BANK, decay=False)
+    prefix = f"{CONSOLIDATION_PREFIX}{BANK}/observations/"
+    (key,) = [k async for k in stack.archive.list(prefix)]
+    orphan = key.rsplit("/", 1)[-1].removesuffix(".json")
+    assert await stack.index.get(BANK, orphan) is None
+    # The cluster grows before the next round: another id, the orphan left as it is.
+    await stack.service.retain(BANK, ops_memory(5, SAID, FactType.WORLD))
+    (successor,) = (await stack.rounds.run(BANK, decay=False)).observations
+    assert successor != orphan
+    assert await stack.index.get(BANK, orphan) is None
+    return orphan, successor
+
+
 async def test_replay_supersedes_an_orphan_observation_its_successor_contains(
     tmp_path: Path,
 ) -> None:
     async with consolidation_stack(tmp_path / "live") as stack:
-        for day in (7, 6):
-            await stack.service.retain(BANK, ops_memory(day, SAID, FactType.WORLD))
-        # Killed after the observation's archive write, at its index write.
-        killed = stack.round_over(CrashingIndex(stack.index, Fuse(0)), stack.archive)  # type: ignore[arg-type]
-        with pytest.raises(UnavailableError):
-            await killed.run(BANK, decay=False)
-        prefix = f"{CONSOLIDATION_PREFIX}{BANK}/observations/"
-        (key,) = [k async for k in stack.archive.list(prefix)]
-        orphan = key.rsplit("/", 1)[-1].removesuffix(".json")
-        assert await stack.index.get(BANK, orphan) is None
-        # The cluster grows before the next round: another id, the orphan left as it is.
-        await stack.service.retain(BANK, ops_memory(5, SAID, FactType.WORLD))
-        (successor,) = (await stack.rounds.run(BANK, decay=False)).observations
-        assert successor != orphan
-        assert await stack.index.get(BANK, orphan) is None
+        orphan, successor = await leave_an_orphan(stack)
         running = await _live_observations(stack.index)
         assert running == {successor}
 
