@@ -299,3 +299,16 @@ async def test_a_word_in_most_documents_scores_next_to_nothing(
         assert max(h.score for h in hits[1:]) < 1e-3 * hits[0].score
     finally:
         await index.close()
+
+
+def test_without_tantivy_installed_only_choosing_it_fails(
+    path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``make run`` installs no tantivy: the default engine must not need it."""
+    monkeypatch.setitem(sys.modules, "tantivy", None)  # import tantivy now raises ImportError
+    monkeypatch.delitem(sys.modules, "cogsub.index.sqlite.tantivy_text")
+    SqliteMemoryIndex(path)  # fts5: fine
+    from cogsub.core import ConfigurationError
+
+    with pytest.raises(ConfigurationError, match="needs the tantivy package"):
+        SqliteMemoryIndex(path, text_engine="tantivy")

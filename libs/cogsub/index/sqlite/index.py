@@ -12,7 +12,7 @@ import os
 import sqlite3
 import threading
 from collections.abc import Callable, Collection, Mapping, Sequence
-from typing import Any, Literal, TypeVar
+from typing import TYPE_CHECKING, Any, Literal, TypeVar
 
 import numpy as np
 import numpy.typing as npt
@@ -37,9 +37,11 @@ from cogsub.index.ports import (
 from cogsub.index.sqlite import listing, reads, rows, text
 from cogsub.index.sqlite.connections import WAL_CHECKPOINT_PAGES, Connections
 from cogsub.index.sqlite.recall import DecodedRows, RecallAsk, gather
-from cogsub.index.sqlite.tantivy_text import TantivyText, text_root
 from cogsub.index.sqlite.vectors import VectorCache, one_blas_thread, unit
 from cogsub.index.text_query import query_terms
+
+if TYPE_CHECKING:
+    from cogsub.index.sqlite.tantivy_text import TantivyText
 
 __all__ = ["TEXT_ENGINES", "SqliteMemoryIndex", "TextEngineName"]
 
@@ -84,7 +86,7 @@ class SqliteMemoryIndex:
                 f"text_engine must be one of {', '.join(TEXT_ENGINES)}, not {text_engine!r}"
             )
         where = os.fspath(path)
-        self._text = TantivyText(text_root(where)) if text_engine == "tantivy" else None
+        self._text = _tantivy_beside(where) if text_engine == "tantivy" else None
         self._db = Connections(
             where,
             busy_timeout_s=busy_timeout_s,
@@ -429,6 +431,18 @@ class SqliteMemoryIndex:
         self._data_version = data_version
         self._vectors = rows.caught_up(conn, self._vectors)
         return self._vectors
+
+
+def _tantivy_beside(path: str) -> TantivyText:
+    """The tantivy arm for ``path``; imported only when chosen (``make run`` lacks tantivy)."""
+    try:
+        from cogsub.index.sqlite.tantivy_text import TantivyText, text_root
+    except ImportError as missing:
+        raise ConfigurationError(
+            "text_engine 'tantivy' needs the tantivy package (the dev extra, or"
+            " pip install tantivy==0.27.0)"
+        ) from missing
+    return TantivyText(text_root(path))
 
 
 def _check_size(size: int) -> None:
