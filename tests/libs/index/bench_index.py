@@ -1,6 +1,7 @@
 """Benchmark of SqliteMemoryIndex (not a test; pytest does not collect it).
 
-Run: ``.venv/bin/python -m tests.libs.index.bench_index [--docs 100000] [--dimension 384]``
+Run: ``.venv/bin/python -m tests.libs.index.bench_index [--docs 100000] [--dimension 384]
+[--text-engine fts5|tantivy]``
 
 Loads one bank with synthetic documents, then reports upsert throughput in
 batches of 500, the first (cold) vector search, p50/p95 latency of vector and
@@ -40,6 +41,7 @@ import numpy as np
 
 from cogsub.core import FactType, IndexDocument
 from cogsub.index import STOP_WORDS, SearchFilters, SqliteMemoryIndex, tokenize
+from cogsub.index.sqlite.index import TEXT_ENGINES, TextEngineName
 
 LOCOMO = Path(__file__).resolve().parents[3].parent / "shared/datasets/locomo-dev/locomo-dev.json"
 BANK = "bench"
@@ -107,14 +109,16 @@ async def timed(calls: list[Callable[[], Awaitable[object]]]) -> list[tuple[floa
     return samples
 
 
-async def main(docs: int, dimension: int, path: str, corpus: str) -> None:
+async def main(
+    docs: int, dimension: int, path: str, corpus: str, text_engine: TextEngineName = "fts5"
+) -> None:
     rng = random.Random(7)
     np_rng = np.random.default_rng(7)
     words, weights, questions = vocabulary(corpus)
     cumulative = list(itertools.accumulate(weights))  # choices() would sum 60k weights per call
     facts = list(FactType)
     tags = ["deploy", "billing", "travel", "family", "health", "work", "music", "food"]
-    index = SqliteMemoryIndex(path)
+    index = SqliteMemoryIndex(path, text_engine=text_engine)
     await index.ensure(dimension=dimension)
     rss_start = rss_mb()
     upsert_seconds = upsert_cpu = 0.0
@@ -220,7 +224,8 @@ if __name__ == "__main__":
     parser.add_argument("--memory", action="store_true", help="use ':memory:' instead of a file")
     parser.add_argument("--corpus", choices=["locomo", "zipf"], default="locomo")
     parser.add_argument("--path", help="keep the database here (reused when it exists)")
+    parser.add_argument("--text-engine", choices=TEXT_ENGINES, default="fts5")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         target = args.path or (":memory:" if args.memory else os.path.join(tmp, "index.sqlite3"))
-        asyncio.run(main(args.docs, args.dimension, target, args.corpus))
+        asyncio.run(main(args.docs, args.dimension, target, args.corpus, args.text_engine))
