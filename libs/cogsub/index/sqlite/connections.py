@@ -77,8 +77,11 @@ class TextEngine(Protocol):
 
     def rank(
         self, conn: sqlite3.Connection, terms: list[str], filters: SearchFilters, size: int
-    ) -> list[tuple[int, float]]:
-        """``(doc_id, score)`` of the best ``size`` rows of ``conn``'s snapshot."""
+    ) -> list[tuple[int, float]] | None:
+        """``(doc_id, score)`` of the best ``size`` rows of ``conn``'s snapshot.
+
+        ``None``: the engine lacks commits the snapshot holds, so the FTS5 tables answer.
+        """
         ...
 
 

@@ -16,6 +16,12 @@ A bank with tombstones is written afresh into a new generation directory from it
 surviving rows and the old directory removed, so forgotten text is in no file (a
 tantivy delete only marks the document). A store made for another SQLite file (its
 token differs), of another version, or missing is rebuilt from ``documents``.
+
+Another process's writes reach this one's searches at once: a search whose SQLite
+snapshot has a ``seq`` above the one its indexes answer for re-reads ``state.json``
+and reloads each bank's searcher on that bank's next search. If the store is still
+behind the snapshot (that writer is between its two commits, or died there), the
+search answers ``None`` and FTS5, written in SQLite's own transaction, answers it.
 """
 
 from __future__ import annotations
@@ -120,6 +126,13 @@ class _State:
 _Row = tuple[int, str, str, str | None, int, int, str, str]
 
 
+class _Behind:
+    """What ``_searchable`` answers when the store lacks commits the snapshot holds."""
+
+
+_BEHIND = _Behind()
+
+
 class TantivyText:
     """One SQLite file's tantivy indexes, one per bank (``root``: ``None`` keeps them in RAM).
 
@@ -134,6 +147,8 @@ class TantivyText:
         # Replaced whole (never changed in place), so readers need no lock to read it.
         self._indexes: dict[str, tuple[str, tantivy.Index]] = {}
         self._seen_seq = -1  # the SQLite seq the indexes answer for
+        # Banks whose searcher may predate another instance's commit: reloaded when searched.
+        self._stale: frozenset[str] = frozenset()
         self._refresh_lock = threading.Lock()
 
     # --- writer thread -------------------------------------------------------------------
@@ -193,14 +208,16 @@ class TantivyText:
             by_bank: dict[str, list[_Row]] = {}
             for row in rows:
                 by_bank.setdefault(row[2], []).append(row)
-            indexes = self._opened(state, reload=state.seq != self._seen_seq)
+            indexes, kept = self._opened(state)
             # New banks, and banks whose directory is gone or unreadable, start afresh.
             rebuilt |= {bank for bank in (*by_bank, *state.banks) if bank not in indexes}
             full = {bank: _bank_rows(conn, bank) for bank in rebuilt}
         gone = self._write_banks(state, indexes, by_bank, full)
-        state.seq = seq
+        state_seq, state.seq = state.seq, seq
         self._write_state(state)
         with self._refresh_lock:
+            if state_seq != self._seen_seq:  # another instance committed to the store since
+                self._stale |= kept - by_bank.keys()
             self._indexes, self._seen_seq = indexes, seq
         for directory in gone:
             self._remove(directory)
@@ -259,29 +276,34 @@ class TantivyText:
         doc.add_integer("ts_us", ts_us)
         return doc
 
-    def _opened(self, state: _State, *, reload: bool) -> dict[str, tuple[str, tantivy.Index]]:
-        """Each bank's index as ``state`` names it (one whose files fail to open is left out).
+    def _opened(self, state: _State) -> tuple[dict[str, tuple[str, tantivy.Index]], set[str]]:
+        """Each bank's index as ``state`` names it, and the banks whose open index was kept.
 
-        ``reload``: another instance committed since these indexes were last reloaded.
+        A bank whose files fail to open is left out. A kept index is not reloaded here:
+        only a search of its bank needs it current (``_stale``).
         """
-        indexes = {}
+        indexes, kept = {}, set()
         for bank, directory in state.banks.items():
             known = self._indexes.get(bank)
             if known is not None and known[0] == directory:
-                if reload:
-                    known[1].reload()
                 indexes[bank] = known
+                kept.add(bank)
             elif (index := self._existing_index(directory)) is not None:
                 indexes[bank] = (directory, index)
-        return indexes
+        return indexes, kept
 
     # --- any thread ----------------------------------------------------------------------
 
     def rank(
         self, conn: sqlite3.Connection, terms: list[str], filters: SearchFilters, size: int
-    ) -> list[tuple[int, float]]:
-        """``(doc_id, bm25)`` of the best ``size`` rows of ``conn``'s snapshot, best first."""
+    ) -> list[tuple[int, float]] | None:
+        """``(doc_id, bm25)`` of the best ``size`` rows of ``conn``'s snapshot, best first.
+
+        ``None`` when the store lacks some of the snapshot's commits (FTS5 answers then).
+        """
         index = self._searchable(conn, filters.bank_id)
+        if isinstance(index, _Behind):
+            return None
         if index is None or size == 0:
             return []
         searcher = index.searcher()
@@ -325,21 +347,41 @@ class TantivyText:
         scoreless = [(must, tantivy.Query.const_score_query(q, 0.0)) for q in narrowing]
         return tantivy.Query.boolean_query([(must, text), *scoreless])
 
-    def _searchable(self, conn: sqlite3.Connection, bank_id: str) -> tantivy.Index | None:
-        """The bank's index, re-read from disk when SQLite is ahead (another instance wrote)."""
+    def _searchable(self, conn: sqlite3.Connection, bank_id: str) -> tantivy.Index | None | _Behind:
+        """The bank's current index, ``None`` if it has none, ``_BEHIND`` if the store lags.
+
+        Nothing changed since the last search costs one integer compare.
+        """
         (seq,) = conn.execute("SELECT seq FROM index_state").fetchone()
-        if seq > self._seen_seq and self._root is not None:
-            self._refresh()
+        if seq > self._seen_seq:
+            self._refresh(conn)
+            if seq > self._seen_seq:
+                _log.debug("index_text_behind_snapshot", snapshot=seq, store=self._seen_seq)
+                return _BEHIND
+        if bank_id in self._stale:
+            self._reload(bank_id)
         found = self._indexes.get(bank_id)
         return None if found is None else found[1]
 
-    def _refresh(self) -> None:
+    def _refresh(self, conn: sqlite3.Connection) -> None:
+        """Take up what another instance committed to the store since (``state.json``)."""
         with self._refresh_lock:
             state = self._read_state()
             if state is None or state.seq <= self._seen_seq:
                 return  # nothing committed to the store since (a writer may be on its way)
-            self._indexes = self._opened(state, reload=True)
-            self._seen_seq = state.seq
+            (token,) = conn.execute("SELECT token FROM text_store").fetchone()
+            if state.token != token:
+                return  # a store of another file: this file's writer rebuilds it on open
+            indexes, kept = self._opened(state)
+            self._stale |= kept
+            self._indexes, self._seen_seq = indexes, state.seq
+
+    def _reload(self, bank_id: str) -> None:
+        with self._refresh_lock:
+            found = self._indexes.get(bank_id)
+            if bank_id in self._stale and found is not None:
+                found[1].reload()
+            self._stale -= {bank_id}
 
     # --- files ---------------------------------------------------------------------------
 

@@ -104,12 +104,16 @@ def rank_text(
 ) -> list[tuple[int, float]]:
     """``(doc_id, bm25)`` of the best ``size`` rows for the OR of ``terms``, best first.
 
-    A connection carrying a text engine (``IndexConnection.text_engine``) asks it instead.
+    A connection carrying a text engine (``IndexConnection.text_engine``) asks it instead;
+    while the engine lacks some of the snapshot's commits (another process's writer is
+    between its SQLite commit and the engine's, or died there), the FTS5 tables, written
+    in the rows' own transaction, answer.
     """
     engine = getattr(conn, "text_engine", None)
     if engine is not None:
-        answered: list[tuple[int, float]] = engine.rank(conn, terms, filters, size)
-        return answered
+        answered: list[tuple[int, float]] | None = engine.rank(conn, terms, filters, size)
+        if answered is not None:
+            return answered
     searched = searched_table(conn, filters.bank_id)
     if searched is None:
         return []
