@@ -7,7 +7,8 @@ the one matrix for every bank the cache kept before each bank had its own (every
 block at a time and masked by bank, reproduced below as the baseline) and the cache's own search,
 which scores the bank's columns only. For each it reports p50/p95 latency and what one search
 allocated at its peak (tracemalloc), and checks that both found the same documents with the same
-scores.
+scores. ``--cache-only`` times the cache alone through its public methods, so that another
+commit's cache can be timed on the same rows: ``PYTHONPATH=<its checkout>/libs``.
 """
 
 from __future__ import annotations
@@ -82,17 +83,37 @@ class OneMatrixSearch:
         ]
 
 
-def filled(count: int, dimension: int, banks: int) -> tuple[VectorCache, OneMatrixSearch]:
+def filled(count: int, dimension: int, banks: int, baseline: OneMatrixSearch | None) -> VectorCache:
+    """The cache (and ``baseline``, if any) holding the same ``count`` rows."""
     rng, vectors_rng = random.Random(1), np.random.default_rng(1)
-    vectors, baseline = VectorCache(dimension, 0), OneMatrixSearch(count, dimension)
+    vectors = VectorCache(dimension, 0)
     for start in range(0, count, 4096):
         chunk = rows(start, min(4096, count - start), rng, 0.05, banks)
         drawn = vectors_rng.standard_normal((len(chunk), dimension)).astype(np.float32)
         made = [(*row[:-1], vector.tobytes()) for row, vector in zip(chunk, drawn, strict=True)]
         vectors.put(made)
-        for slot, row in enumerate(made, start=start):
-            baseline.add(slot, row)
-    return vectors, baseline
+        if baseline is not None:
+            for slot, row in enumerate(made, start=start):
+                baseline.add(slot, row)
+    return vectors
+
+
+def unit_queries(searches: int, dimension: int) -> list[npt.NDArray[np.float32]]:
+    drawn = np.random.default_rng(2).standard_normal((searches, dimension))
+    return [(q / np.linalg.norm(q)).astype(np.float32) for q in drawn]
+
+
+def cache_only(count: int, searches: int, size: int, dimension: int, banks: int) -> str:
+    """The cache's own search alone, through its public methods: with ``PYTHONPATH`` set to
+    another checkout's ``libs``, the same figures for that commit's cache."""
+    one_blas_thread()
+    vectors = filled(count, dimension, banks, None)
+    found = timed(vectors.search, unit_queries(searches, dimension), banks, size)
+    return (
+        f"{count:,} documents ({dimension}-d, {banks} banks): p50 {found['p50_ms']} ms,"
+        f" p95 {found['p95_ms']} ms, peak {found['peak_bytes'] // 1000} kB,"
+        f" arrays {vectors.nbytes / 1e6:.0f} MB"
+    )
 
 
 def timed(
@@ -120,10 +141,9 @@ def timed(
 
 def measure(count: int, searches: int, size: int, dimension: int, banks: int) -> dict[str, Any]:
     one_blas_thread()
-    vectors, one_matrix = filled(count, dimension, banks)
-    rng = np.random.default_rng(2)
-    queries = [q / np.linalg.norm(q) for q in rng.standard_normal((searches, dimension))]
-    queries = [q.astype(np.float32) for q in queries]
+    one_matrix = OneMatrixSearch(count, dimension)
+    vectors = filled(count, dimension, banks, one_matrix)
+    queries = unit_queries(searches, dimension)
     baseline = timed(one_matrix, queries, banks, size)
     blocks = timed(vectors.search, queries, banks, size)
     return {
@@ -157,8 +177,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     parser.add_argument("--dimension", type=int, default=8, help="8: the soak's; 384: MiniLM")
     parser.add_argument("--banks", type=int, default=10, help="banks the documents are dealt to")
+    parser.add_argument(
+        "--cache-only", action="store_true", help="time the cache alone (any commit's: see above)"
+    )
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args(argv)
+    if args.cache_only:
+        for count in (int(n) for n in args.documents.split(",")):
+            print(cache_only(count, args.searches, args.size, args.dimension, args.banks))
+        return 0
     print(
         f"{'documents':>10} {'one p50':>10} {'p95':>7} {'peak kB':>8}"
         f" {'bank p50':>11} {'p95':>7} {'peak kB':>8} {'ratio':>6} same documents"
