@@ -285,18 +285,18 @@ class VectorCache:
     @property
     def used(self) -> int:
         """Slots taken in every bank, free ones waiting for reuse included."""
-        return sum(bank.used for bank in self.banks.values())
+        return sum(bank.used for bank in self._banks_now())
 
     @property
     def id_map_bytes(self) -> int:
         """The id → slot maps: their tables, their id strings and their slot numbers."""
-        tables = sum(sys.getsizeof(bank.slot_of) for bank in self.banks.values())
+        tables = sum(sys.getsizeof(bank.slot_of) for bank in self._banks_now())
         return sys.getsizeof(self.banks) + tables + self._id_bytes
 
     @property
     def nbytes(self) -> int:
         scratch = (self._mask_scratch, self._test_scratch, self._score_scratch)
-        banks = (array for bank in self.banks.values() for array in bank.arrays())
+        banks = (array for bank in self._banks_now() for array in bank.arrays())
         return sum(array.nbytes for array in (*scratch, *banks))
 
     def reserve(self, needed: int) -> None:
@@ -372,6 +372,11 @@ class VectorCache:
             (int(bank.doc_ids[slot]), float(score))
             for slot, score in zip(best_slots, best_scores, strict=True)
         ]
+
+    def _banks_now(self) -> tuple[BankVectors, ...]:
+        # Reports read from any thread while the writer may add a bank: a tuple is taken
+        # in one step, where iterating the dict itself could fail halfway.
+        return tuple(self.banks.values())
 
     def _fit_scratch(self, capacity: int) -> None:
         width = min(capacity, SEARCH_BLOCK)
