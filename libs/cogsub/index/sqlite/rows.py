@@ -197,6 +197,7 @@ def caught_up(conn: sqlite3.Connection, vectors: VectorCache | None) -> VectorCa
             (total,) = conn.execute("SELECT count(*) FROM documents").fetchone()
             vectors.reserve(total + total // 8)
             _put_all(vectors, conn.execute(f"SELECT {CACHE_ROW_COLUMNS} FROM documents"))
+            vectors.trim()  # banks grew by half as their rows came
             elapsed_ms = round((time.perf_counter() - began) * 1000)
             _log.info("index_vectors_loaded", documents=vectors.used, elapsed_ms=elapsed_ms)
         elif seq != vectors.seq:
