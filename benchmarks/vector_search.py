@@ -95,6 +95,8 @@ def filled(count: int, dimension: int, banks: int, baseline: OneMatrixSearch | N
         if baseline is not None:
             for slot, row in enumerate(made, start=start):
                 baseline.add(slot, row)
+    if hasattr(vectors, "trim"):  # as the index does after a load (older caches had none)
+        vectors.trim()
     return vectors
 
 
