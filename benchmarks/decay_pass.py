@@ -28,7 +28,7 @@ from typing import Any
 
 from benchmarks.results import record
 from benchmarks.round_read import BANK, DIMENSION, documents
-from cogsub.consolidation.round import DECAY_PAGE
+from cogsub.consolidation.decay_pass import DECAY_PAGE
 from cogsub.index.ports import DecayStep, DocumentPatch, SearchFilters
 from cogsub.index.sqlite import SqliteMemoryIndex
 

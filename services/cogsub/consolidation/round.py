@@ -32,7 +32,7 @@ from cogsub.consolidation.corrections import (
     resolution,
     winner,
 )
-from cogsub.consolidation.decay import epoch_of, epoch_start
+from cogsub.consolidation.decay_pass import decay_bank
 from cogsub.consolidation.similarity import content_words, similarity
 from cogsub.consolidation.writer import DerivedWriter
 from cogsub.core.derived import (
@@ -42,12 +42,9 @@ from cogsub.core.derived import (
     DerivedKind,
     DerivedMemory,
     consumed_key,
-    decay_page_key,
-    decay_pages_prefix,
     derived_event,
     derived_id,
     derived_key,
-    epoch_key,
     is_superseded,
     proof_count,
     tag_value,
@@ -61,15 +58,11 @@ from cogsub.core.memory import (
     ConsolidationReport,
     procedure_text,
 )
-from cogsub.index.ports import DecayStep, MemoryIndex, SearchFilters
+from cogsub.index.ports import MemoryIndex, SearchFilters
 
 log = structlog.get_logger("cogsub.consolidation")
 
 SCAN_PAGE = 500
-#: Seconds between a decay pass's records of where it is (see ``ConsolidationRound._decay``).
-DECAY_RECORD_EVERY_S = 5.0
-#: Memories per decay page: each page is one index write (a transaction and a sync).
-DECAY_PAGE = 5_000
 
 
 @dataclass(frozen=True)
@@ -138,7 +131,15 @@ class ConsolidationRound:
         await self._conflicts(bank_id, progress)
         decay_began = time.perf_counter()
         if decay:
-            await self._decay(bank_id, progress)
+            progress.decayed += await decay_bank(
+                self._index,
+                self._archive,
+                bank_id,
+                now=self._clock(),
+                epoch_length=self.policy.epoch,
+                rate=self.policy.decay_rate,
+                floor=self.policy.decay_floor,
+            )
         done = time.perf_counter()
         report = ConsolidationReport(
             bank_id=bank_id,
@@ -504,54 +505,6 @@ class ConsolidationRound:
     ) -> None:
         if await self._writer.supersede(bank_id, loser, winner_id, valid_to=valid_to, rule=rule):
             progress.superseded.append(loser)
-
-    # -- decay -----------------------------------------------------------------------
-
-    async def _decay(self, bank_id: str, progress: _Progress) -> None:
-        """One epoch of decay for the whole bank, at most once per epoch.
-
-        The index decays the bank ``DECAY_PAGE`` memories at a time, in place
-        (``MemoryIndex.decay_page``): reading each memory out to patch it spent
-        most of a round's time under load. Once ``DECAY_RECORD_EVERY_S`` have
-        passed, the pass records where it is in the archive (the cursor after the
-        last page), so a pass cut short (a stopping worker, a crash) resumes
-        there: only what came after that record, not the bank, is decayed twice.
-        Each record is a durable archive write, so not one per page. The records
-        go once the epoch's marker is written.
-        """
-        epoch = epoch_of(self._clock(), self.policy.epoch)
-        marker = epoch_key(bank_id, epoch)
-        if await self._archive.exists(marker):
-            return
-        step = DecayStep(
-            rate=self.policy.decay_rate,
-            floor=self.policy.decay_floor,
-            before=epoch_start(epoch, self.policy.epoch),  # newer: nobody could use it yet
-        )
-        pages, after = await self._decay_resumes_after(bank_id, epoch)
-        recorded_at = time.monotonic()
-        while True:
-            page = await self._index.decay_page(bank_id, step, size=DECAY_PAGE, after=after)
-            if page.last is None:
-                break
-            after, progress.decayed = page.last, progress.decayed + page.decayed
-            if time.monotonic() - recorded_at >= DECAY_RECORD_EVERY_S:
-                pages.append(decay_page_key(bank_id, epoch, len(pages) + 1))
-                with contextlib.suppress(ObjectExistsError):  # a concurrent pass recorded it
-                    await self._archive.put_once(pages[-1], json.dumps({"after": after}).encode())
-                recorded_at = time.monotonic()
-        with contextlib.suppress(ObjectExistsError):  # another worker finished the same epoch
-            await self._archive.put_once(marker, json.dumps({"epoch": epoch}).encode())
-        for key in pages:
-            await self._archive.delete(key)
-
-    async def _decay_resumes_after(self, bank_id: str, epoch: int) -> tuple[list[str], str | None]:
-        """The epoch's recorded pages, and the cursor after the last of them."""
-        pages = [key async for key in self._archive.list(decay_pages_prefix(bank_id, epoch))]
-        if not pages:
-            return [], None
-        record = json.loads(await self._archive.get(pages[-1]))
-        return pages, str(record["after"])
 
 
 def _structured(event: ArchivedEvent) -> dict[str, object]:

@@ -11,7 +11,7 @@ from typing import Any, cast
 import pytest
 
 from cogsub.consolidation import ConsolidationPolicy
-from cogsub.consolidation import round as round_module
+from cogsub.consolidation import decay_pass as decay_pass_module
 from cogsub.consolidation.decay import epoch_of
 from cogsub.core.derived import decay_pages_prefix
 from cogsub.core.documents import IndexDocument
@@ -131,8 +131,8 @@ class _StopsAfterPages:
 async def test_a_pass_cut_short_resumes_after_its_last_page_and_decays_each_memory_once(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(round_module, "DECAY_PAGE", 2)
-    monkeypatch.setattr(round_module, "DECAY_RECORD_EVERY_S", 0.0)  # a record after each page
+    monkeypatch.setattr(decay_pass_module, "DECAY_PAGE", 2)
+    monkeypatch.setattr(decay_pass_module, "DECAY_RECORD_EVERY_S", 0.0)  # a record after each page
     async with consolidation_stack(tmp_path) as stack:
         await _retain_old_unrelated(stack)  # whatever else a round derives, first
         cut = _StopsAfterPages(stack.index, pages=2)
@@ -154,8 +154,8 @@ async def test_a_pass_cut_short_resumes_after_its_last_page_and_decays_each_memo
 async def test_a_pass_records_where_it_is_only_once_the_interval_has_passed(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(round_module, "DECAY_PAGE", 2)
-    monkeypatch.setattr(round_module, "DECAY_RECORD_EVERY_S", 3600.0)
+    monkeypatch.setattr(decay_pass_module, "DECAY_PAGE", 2)
+    monkeypatch.setattr(decay_pass_module, "DECAY_RECORD_EVERY_S", 3600.0)
     async with consolidation_stack(tmp_path) as stack:
         await _retain_old_unrelated(stack)
         cut = _StopsAfterPages(stack.index, pages=3)
@@ -189,7 +189,7 @@ class _CountsDecayPages:
 async def test_a_pass_decays_every_old_memory_a_page_at_a_time_and_leaves_new_ones(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(round_module, "DECAY_PAGE", 3)
+    monkeypatch.setattr(decay_pass_module, "DECAY_PAGE", 3)
     async with consolidation_stack(tmp_path) as stack:
         await _retain_old_unrelated(stack)
         for text in ("The new cluster is in Dublin.", "Standups moved to ten."):
