@@ -233,7 +233,7 @@ class Subscriber(Generic[S, O]):
     async def _isolated(self, records: Sequence[Record]) -> O:
         """Stage and finish ``records``; if that fails for good, find the culprit one by one."""
         try:
-            return await self._retrying(lambda: self._once(records))
+            return await self._once(records)
         except ConfigurationError:
             raise
         except Exception as exc:
@@ -250,7 +250,14 @@ class Subscriber(Generic[S, O]):
             return self._handler.merged([letter])
 
     async def _once(self, records: Sequence[Record]) -> O:
-        return await self._finished(records, await self._staged(records))
+        """Stage ``records``, then finish that staged batch, each retried on its own.
+
+        A retried finish meets the batch it started with, as on the pipelined path:
+        staging again would redo the work, and forget what the finish already did
+        (a handler keeps that on its staged batch, such as the letters it has sent).
+        """
+        staged = await self._retrying(lambda: self._staged(records))
+        return await self._retrying(lambda: self._finished(records, staged))
 
     async def _staged(self, records: Sequence[Record]) -> S:
         call = StageInput(self._sub.group, records)

@@ -331,3 +331,37 @@ async def test_a_dead_letter_carries_its_failed_spans_context(spans: InMemorySpa
     carried = context_from_headers(letter.headers)
     assert carried is not None
     assert trace.get_current_span(carried).get_span_context().span_id == span.context.span_id
+
+
+@dataclass
+class FlakyFinish(Handler):
+    """Counts its stages; its finish fails retryably ``finish_failures`` times first."""
+
+    stages: int = 0
+    finish_failures: int = 0
+    finishes_of: list[int] = field(default_factory=list)  # id() of each staged batch met
+
+    async def stage(self, records: Sequence[Record]) -> list[bytes]:
+        self.stages += 1
+        return await super().stage(records)
+
+    async def finish(self, staged: list[bytes]) -> list[bytes]:
+        self.finishes_of.append(id(staged))
+        if self.finish_failures:
+            self.finish_failures -= 1
+            raise UnavailableError("index down")
+        return await super().finish(staged)
+
+
+async def test_a_batch_done_at_once_retries_its_finish_on_the_batch_it_staged() -> None:
+    """``process`` (and a split batch) stage once: a retried finish keeps what it already did."""
+    bus = await _bus([b"a", b"b"])
+    handler = FlakyFinish(finish_failures=2)
+    consumer = bus.consumer([TOPIC], group=GROUP)
+    records = await consumer.poll(max_records=2, timeout_s=0.1)
+    outcome = await _subscriber(bus, handler).process(records, consumer)
+    await consumer.close()
+    assert outcome == [b"a", b"b"]
+    assert handler.stages == 1
+    assert len(handler.finishes_of) == 3 and len(set(handler.finishes_of)) == 1
+    assert await _lag(bus) == 0
