@@ -174,3 +174,32 @@ async def test_a_search_with_nothing_new_reads_no_state_and_reloads_only_its_ban
     finally:
         await serving.close()
         await writing.close()
+
+
+async def test_a_bank_whose_directory_failed_to_open_is_answered_by_fts5(
+    path: Path, unique_name: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    writing = SqliteMemoryIndex(path, text_engine="tantivy")
+    serving = SqliteMemoryIndex(path, text_engine="tantivy")  # its own store state
+    try:
+        assert await found(serving, unique_name, "walnut") == []  # opened before the writes
+        await writing.upsert([make_doc(unique_name, "first", summary="walnut grove")])
+        # The state names a directory that is gone when this instance opens it, as when
+        # another writer rebuilt the bank and removed it between the read and the open.
+        root = text_root(str(path))
+        assert root is not None
+        state = json.loads((root / "state.json").read_text())
+        state["banks"][unique_name] = "removed-before-open"
+        (root / "state.json").write_text(json.dumps(state, sort_keys=True))
+        ranked = calls_of(monkeypatch, "rank", searches=True)
+        first, second = f"{unique_name}-first", f"{unique_name}-second"
+        assert await found(serving, unique_name, "walnut") == [first]
+        assert await found(serving, unique_name, "grove") == [first]  # retried, still gone
+        assert ranked == [None, None]  # FTS5 answered, not an empty tantivy bank
+        # The writer's next write rebuilds the bank it cannot open; tantivy answers again.
+        await writing.upsert([make_doc(unique_name, "second", summary="walnut shells")])
+        assert await found(serving, unique_name, "walnut") == [first, second]
+        assert ranked[-1] is not None
+    finally:
+        await serving.close()
+        await writing.close()

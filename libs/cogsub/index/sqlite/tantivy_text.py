@@ -146,6 +146,8 @@ class TantivyText:
         self._state: _State | None = None
         # Replaced whole (never changed in place), so readers need no lock to read it.
         self._indexes: dict[str, tuple[str, tantivy.Index]] = {}
+        # The banks the state names: one of them missing from ``_indexes`` failed to open.
+        self._named: frozenset[str] = frozenset()
         self._seen_seq = -1  # the SQLite seq the indexes answer for
         # Banks whose searcher may predate another instance's commit: reloaded when searched.
         self._stale: frozenset[str] = frozenset()
@@ -218,7 +220,7 @@ class TantivyText:
         with self._refresh_lock:
             if state_seq != self._seen_seq:  # another instance committed to the store since
                 self._stale |= kept - by_bank.keys()
-            self._indexes, self._seen_seq = indexes, seq
+            self._indexes, self._named, self._seen_seq = indexes, frozenset(state.banks), seq
         for directory in gone:
             self._remove(directory)
         if tidy:
@@ -279,8 +281,8 @@ class TantivyText:
     def _opened(self, state: _State) -> tuple[dict[str, tuple[str, tantivy.Index]], set[str]]:
         """Each bank's index as ``state`` names it, and the banks whose open index was kept.
 
-        A bank whose files fail to open is left out. A kept index is not reloaded here:
-        only a search of its bank needs it current (``_stale``).
+        A bank whose files fail to open is left out (its searches go to FTS5). A kept index
+        is not reloaded here: only a search of its bank needs it current (``_stale``).
         """
         indexes, kept = {}, set()
         for bank, directory in state.banks.items():
@@ -361,20 +363,34 @@ class TantivyText:
         if bank_id in self._stale:
             self._reload(bank_id)
         found = self._indexes.get(bank_id)
+        if found is None and bank_id in self._named:
+            # Its directory failed to open: another writer replaced it between this
+            # instance's reading the state and opening it. Read the state again.
+            self._refresh(conn, retry=True)
+            found = self._indexes.get(bank_id)
+            if found is None and bank_id in self._named:
+                _log.debug("index_text_bank_unopened", bank_id=bank_id)
+                return _BEHIND
         return None if found is None else found[1]
 
-    def _refresh(self, conn: sqlite3.Connection) -> None:
-        """Take up what another instance committed to the store since (``state.json``)."""
+    def _refresh(self, conn: sqlite3.Connection, *, retry: bool = False) -> None:
+        """Take up what another instance committed to the store since (``state.json``).
+
+        ``retry``: open the banks again even if the store has no commit since.
+        """
         with self._refresh_lock:
             state = self._read_state()
-            if state is None or state.seq <= self._seen_seq:
+            if state is None or state.seq < self._seen_seq:
+                return  # a store this instance is ahead of
+            if state.seq == self._seen_seq and not retry:
                 return  # nothing committed to the store since (a writer may be on its way)
             (token,) = conn.execute("SELECT token FROM text_store").fetchone()
             if state.token != token:
                 return  # a store of another file: this file's writer rebuilds it on open
             indexes, kept = self._opened(state)
             self._stale |= kept
-            self._indexes, self._seen_seq = indexes, state.seq
+            self._indexes, self._named = indexes, frozenset(state.banks)
+            self._seen_seq = state.seq
 
     def _reload(self, bank_id: str) -> None:
         with self._refresh_lock:
