@@ -286,3 +286,21 @@ def test_what_a_search_allocates_does_not_grow_with_the_documents() -> None:
     # Ten times the documents, the same block's worth: a whole-index pass over the
     # 10,000 candidates of bank "a" alone would be ~200 kB more.
     assert peaks[20_000] < peaks[2_000] + 16_384
+
+
+def test_a_load_that_reserves_its_banks_never_grows_a_matrix() -> None:
+    """Reserved by bank up front, each bank's matrix is allocated once: no copy, no trim."""
+    vectors, reference = VectorCache(DIMENSION, 0), Reference()
+    made = [row(i, {**PLAIN, "name": i, "bank": BANKS[i % 3], "axis": i}) for i in range(3_000)]
+    vectors.reserve({bank: 1_000 for bank in BANKS[:3]})
+    allocated = {bank: id(vectors.banks[bank].columns) for bank in BANKS[:3]}
+    for start in range(0, len(made), 100):
+        vectors.put(made[start : start + 100])
+    for new in made:
+        reference.put(new)
+    assert {bank: id(vectors.banks[bank].columns) for bank in BANKS[:3]} == allocated
+    assert [vectors.banks[bank].capacity for bank in BANKS[:3]] == [1_125] * 3
+    query = np.arange(1, DIMENSION + 1, dtype=np.float32)
+    for bank in BANKS[:3]:
+        wanted = SearchFilters(bank_id=bank)
+        assert vectors.search(query, wanted, 30) == reference.search(query, wanted, 30)

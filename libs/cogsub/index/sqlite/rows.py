@@ -194,10 +194,9 @@ def caught_up(conn: sqlite3.Connection, vectors: VectorCache | None) -> VectorCa
         if vectors is None:
             began = time.perf_counter()
             vectors = VectorCache(dimension, seq)
-            (total,) = conn.execute("SELECT count(*) FROM documents").fetchone()
-            vectors.reserve(total + total // 8)
+            counts = conn.execute("SELECT bank_id, count(*) FROM documents GROUP BY bank_id")
+            vectors.reserve(dict(counts.fetchall()))
             _put_all(vectors, conn.execute(f"SELECT {CACHE_ROW_COLUMNS} FROM documents"))
-            vectors.trim()  # banks grew by half as their rows came
             elapsed_ms = round((time.perf_counter() - began) * 1000)
             _log.info("index_vectors_loaded", documents=vectors.used, elapsed_ms=elapsed_ms)
         elif seq != vectors.seq:

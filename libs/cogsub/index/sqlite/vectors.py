@@ -15,7 +15,7 @@ from __future__ import annotations
 import functools
 import json
 import sys
-from collections.abc import Collection, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -310,9 +310,19 @@ class VectorCache:
         banks = (array for bank in self._banks_now() for array in bank.arrays())
         return sum(array.nbytes for array in (*scratch, *banks))
 
-    def reserve(self, needed: int) -> None:
-        """A hint of the documents to come: unused, as which banks they go to is unknown
-        (each bank grows by half as its own documents come)."""
+    def reserve(self, counts: Mapping[str, int]) -> None:
+        """Room for the documents to come, ``counts`` by bank, and an eighth more.
+
+        For a load, which knows its banks' sizes: growing by half as the rows came
+        held each bank's old and new matrices at once (a peak of ~2x the final
+        size) and left up to half of a bank unused.
+        """
+        for bank_id, count in counts.items():
+            bank = self.banks.get(bank_id)
+            if bank is None:
+                bank = self.banks[bank_id] = BankVectors(self.dimension)
+            bank.reserve(bank.used + count + count // 8)
+            self._fit_scratch(bank.capacity)
 
     def trim(self) -> None:
         """Give back each bank's growth room beyond an eighth of its slots: after a load,
