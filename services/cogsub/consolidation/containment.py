@@ -3,8 +3,10 @@
 An observation's id is a function of its sources, so when its cluster grows a
 round derives a new observation rather than changing the old one, and the old
 one is superseded ("more evidence"). Both a round and ``cogsub replay`` apply
-this one rule: the round to the observations of its clusters, replay to every
-observation it rebuilds. That is what lets replay rebuild exactly the live
+this one rule over the same sets, losers and winners alike: the round over every
+live observation it knows (those it scanned, wrote or found written), replay over
+every live observation it rebuilds; a round does not write a new observation a live
+one already holds and more. That is what lets replay rebuild exactly the live
 observations a running index holds, even when a round was killed after it
 archived an observation and before it indexed it: by the next round the
 cluster may have grown, so that observation is never completed, but its

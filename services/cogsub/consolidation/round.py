@@ -226,15 +226,24 @@ class ConsolidationRound:
         existing = await self._active(bank_id, {FactType.OBSERVATION}, progress)
         # Side by side: each is an archive read of an observation, mostly waiting.
         read = await asyncio.gather(*(self._sources(doc) for doc in existing))
-        covered = {doc.event_id: found for doc, found in zip(existing, read, strict=True)}
+        covered = {doc.event_id: frozenset(got) for doc, got in zip(existing, read, strict=True)}
+        ends = {doc.event_id: _parse(doc.timestamp) for doc in existing}
+        drafts = {
+            derived_id(DerivedKind.OBSERVATION, bank_id, *sorted(m.memory_id for m in g)): (g, c)
+            for g, c in groups
+        }
+        # A new observation a live one holds and more would be superseded at once (and
+        # replay would retire it): no write, no budget spent on it.
+        held = contained_observations(
+            {i: frozenset(m.memory_id for m in g) for i, (g, _) in drafts.items()}, covered
+        )
+        skipped = {found.loser for found in held}
         wanted: list[DerivedMemory] = []
         standing: list[DerivedMemory] = []  # written already, perhaps by a round that died
-        for group, centre in groups:
-            ids = sorted(m.memory_id for m in group)
-            obs_id = derived_id(DerivedKind.OBSERVATION, bank_id, *ids)
+        for obs_id, (group, centre) in drafts.items():
             if obs_id in covered:
                 standing.append(self._observation(bank_id, obs_id, group, centre, facts))
-            elif progress.spend():
+            elif obs_id not in skipped and progress.spend():
                 wanted.append(self._observation(bank_id, obs_id, group, centre, facts))
         # One write for all of them: each write step costs a sync however many it carries.
         written = await self._writer.write(bank_id, wanted)
@@ -246,29 +255,33 @@ class ConsolidationRound:
             await self._writer.reinforce(bank_id, reinforced)
             progress.observations += [m.memory_id for m in created]
             progress.reinforced += len(reinforced)
-        # The standing ones too: a round that died after writing one, before superseding
-        # its predecessors, left them live, and no later round would write it again.
-        await self._supersede_predecessors(bank_id, [*wanted, *standing], covered, progress)
+        live = dict(covered)
+        for memory in (*wanted, *standing):
+            live[memory.memory_id] = frozenset(memory.sources)
+            ends[memory.memory_id] = memory.timestamp
+        await self._supersede_contained(bank_id, live, ends, progress)
         return groups
 
-    async def _supersede_predecessors(
+    async def _supersede_contained(
         self,
         bank_id: str,
-        observations: list[DerivedMemory],
-        covered: dict[str, set[str]],
+        live: dict[str, frozenset[str]],
+        ends: dict[str, datetime],
         progress: _Progress,
     ) -> None:
-        """Supersede each live observation whose sources one of ``observations`` holds and more.
+        """Supersede each of ``live`` another of ``live`` holds, with more sources.
 
-        The rule is ``contained_observations``, the one replay applies too.
+        Losers and winners both among every live observation the round knows (those it
+        scanned, wrote or found written), as replay takes them among every live one it
+        rebuilds: winners from this round's clusters alone left an older observation
+        holding a new one's sources and more live beside it, which replay then retired,
+        so the rebuilt index differed from the running one. Standing ones count too: a
+        round that died after writing one, before superseding its predecessors, left
+        them live, and no later round would write it again.
         """
-        by_id = {memory.memory_id: memory for memory in observations}
-        successors = {m.memory_id: frozenset(m.sources) for m in observations}
-        current = {old_id: frozenset(sources) for old_id, sources in covered.items()}
-        for found in contained_observations(current, successors):
-            valid_to = by_id[found.winner].timestamp
+        for found in contained_observations(live, live):
             await self._supersede(
-                bank_id, found.loser, found.winner, valid_to, found.rule, progress
+                bank_id, found.loser, found.winner, ends[found.winner], found.rule, progress
             )
 
     def _observation(
