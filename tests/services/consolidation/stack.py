@@ -14,13 +14,14 @@ from cogsub.archive.filesystem import FilesystemArchive
 from cogsub.archive.ports import ArchiveStore
 from cogsub.bus.sqlite import SqliteEventBus
 from cogsub.consolidation import ConsolidationPolicy, ConsolidationRound, DerivedWriter, FactStage
+from cogsub.core.derived import is_superseded
 from cogsub.core.events import FactType
 from cogsub.core.memory import RetainRequest
 from cogsub.core.topics import CONSOLIDATION_TOPICS
 from cogsub.embeddings.hash import HashEmbedder
 from cogsub.extraction.offline import OfflineExtractor
 from cogsub.extraction.ports import FactExtractor
-from cogsub.index.ports import MemoryIndex
+from cogsub.index.ports import MemoryIndex, SearchFilters
 from cogsub.index.sqlite import SqliteMemoryIndex
 from cogsub.ingestion import IngestionWorker
 from cogsub.recall import MemoryService
@@ -121,3 +122,9 @@ async def seed_ops_bank(stack: ConsolidationStack, bank: str) -> None:
             bank,
             ops_memory(day, "The api team ships on Tuesdays.", FactType.WORLD, tags=[f"d{day}"]),
         )
+
+
+async def live_observations(index: MemoryIndex, bank_id: str) -> set[str]:
+    """The ids of ``bank_id``'s observations no other one supersedes (up to 100)."""
+    filters = SearchFilters(bank_id=bank_id, fact_types=frozenset({FactType.OBSERVATION}))
+    return {d.event_id for d in await index.scan(filters, size=100) if not is_superseded(d)}

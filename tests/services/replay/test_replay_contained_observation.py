@@ -16,16 +16,15 @@ from cogsub.core.derived import (
     DerivedKind,
     DerivedMemory,
     derived_id,
-    is_superseded,
 )
 from cogsub.core.events import FactType
-from cogsub.index.ports import MemoryIndex, SearchFilters
 from cogsub.index.sqlite import SqliteMemoryIndex
 from cogsub.replay import replay
 from tests.services.consolidation.stack import (
     NOW,
     ConsolidationStack,
     consolidation_stack,
+    live_observations,
     ops_memory,
 )
 
@@ -33,16 +32,11 @@ BANK = "ops"
 SAID = "The api team ships on Tuesdays."
 
 
-async def _live_observations(index: MemoryIndex) -> set[str]:
-    filters = SearchFilters(bank_id=BANK, fact_types=frozenset({FactType.OBSERVATION}))
-    return {d.event_id for d in await index.scan(filters, size=100) if not is_superseded(d)}
-
-
 async def _replayed(stack: ConsolidationStack, path: Path) -> set[str]:
     rebuilt = SqliteMemoryIndex(path)
     try:
         await replay(stack.archive, rebuilt)
-        return await _live_observations(rebuilt)
+        return await live_observations(rebuilt, BANK)
     finally:
         await rebuilt.close()
 
@@ -64,7 +58,7 @@ async def test_a_round_leaves_the_live_observations_replay_rebuilds(tmp_path: Pa
     async with consolidation_stack(tmp_path / "live") as stack:
         whole = await _observed_then_retired(stack)
         report = await stack.rounds.run(BANK, decay=False)
-        running = await _live_observations(stack.index)
+        running = await live_observations(stack.index, BANK)
         assert await _replayed(stack, tmp_path / "rebuilt.sqlite3") == running
         assert running == {whole}
         # {m-7, m-6} is held by the live Z: not written only to be retired at once.
@@ -86,9 +80,9 @@ async def test_a_round_supersedes_a_live_observation_a_live_one_holds(tmp_path: 
             sources=("m-6", "m-7"),
         )
         await stack.writer.write(BANK, [part])
-        assert await _live_observations(stack.index) == {whole, part_id}
+        assert await live_observations(stack.index, BANK) == {whole, part_id}
         report = await stack.rounds.run(BANK, decay=False)
         assert report.superseded == [part_id]
-        running = await _live_observations(stack.index)
+        running = await live_observations(stack.index, BANK)
         assert running == {whole}
         assert await _replayed(stack, tmp_path / "rebuilt.sqlite3") == running

@@ -17,27 +17,21 @@ from cogsub.core.derived import (
     CONSOLIDATION_PREFIX,
     SUPERSEDED_BY_TAG,
     SUPERSEDES_TAG,
-    is_superseded,
 )
 from cogsub.core.errors import UnavailableError
 from cogsub.core.events import FactType
-from cogsub.index.ports import MemoryIndex, SearchFilters
 from cogsub.index.sqlite import SqliteMemoryIndex
 from cogsub.replay import replay
 from tests.services.consolidation.stack import (
     ConsolidationStack,
     consolidation_stack,
+    live_observations,
     ops_memory,
 )
 from tests.services.consolidation.test_crash import CrashingIndex, Fuse
 
 BANK = "ops"
 SAID = "The api team ships on Tuesdays."
-
-
-async def _live_observations(index: MemoryIndex) -> set[str]:
-    filters = SearchFilters(bank_id=BANK, fact_types=frozenset({FactType.OBSERVATION}))
-    return {d.event_id for d in await index.scan(filters, size=100) if not is_superseded(d)}
 
 
 async def leave_an_orphan(stack: ConsolidationStack) -> tuple[str, str]:
@@ -65,13 +59,13 @@ async def test_replay_supersedes_an_orphan_observation_its_successor_contains(
 ) -> None:
     async with consolidation_stack(tmp_path / "live") as stack:
         orphan, successor = await leave_an_orphan(stack)
-        running = await _live_observations(stack.index)
+        running = await live_observations(stack.index, BANK)
         assert running == {successor}
 
         rebuilt = SqliteMemoryIndex(tmp_path / "rebuilt.sqlite3")
         try:
             await replay(stack.archive, rebuilt)
-            assert await _live_observations(rebuilt) == running
+            assert await live_observations(rebuilt, BANK) == running
             gone = await rebuilt.get(BANK, orphan)
             assert gone is not None
             assert f"{SUPERSEDED_BY_TAG}{successor}" in gone.tags
@@ -80,6 +74,6 @@ async def test_replay_supersedes_an_orphan_observation_its_successor_contains(
             # Replay again over the rebuilt index (upserts put the archived tags back):
             # the rule is applied again, to the same effect.
             await replay(stack.archive, rebuilt)
-            assert await _live_observations(rebuilt) == running
+            assert await live_observations(rebuilt, BANK) == running
         finally:
             await rebuilt.close()
