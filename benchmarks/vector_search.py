@@ -87,6 +87,8 @@ def filled(count: int, dimension: int, banks: int, baseline: OneMatrixSearch | N
     """The cache (and ``baseline``, if any) holding the same ``count`` rows."""
     rng, vectors_rng = random.Random(1), np.random.default_rng(1)
     vectors = VectorCache(dimension, 0)
+    if hasattr(vectors, "reserve"):  # as the index's load does (older caches had none)
+        vectors.reserve({f"bank-{b}": count // banks + (b < count % banks) for b in range(banks)})
     for start in range(0, count, 4096):
         chunk = rows(start, min(4096, count - start), rng, 0.05, banks)
         drawn = vectors_rng.standard_normal((len(chunk), dimension)).astype(np.float32)
@@ -95,8 +97,6 @@ def filled(count: int, dimension: int, banks: int, baseline: OneMatrixSearch | N
         if baseline is not None:
             for slot, row in enumerate(made, start=start):
                 baseline.add(slot, row)
-    if hasattr(vectors, "trim"):  # as the index does after a load (older caches had none)
-        vectors.trim()
     return vectors
 
 

@@ -216,31 +216,6 @@ def test_a_bank_holds_only_its_own_columns() -> None:
     assert sorted(doc_id for doc_id, _ in found) == list(range(10))
 
 
-def test_trimming_gives_back_growth_room_and_keeps_every_answer() -> None:
-    vectors, reference = VectorCache(DIMENSION, 0), Reference()
-    made = [row(i, {**PLAIN, "name": i, "bank": BANKS[i % 2], "axis": i}) for i in range(2_000)]
-    for start in range(0, len(made), 100):  # as a load puts them: growing by half
-        vectors.put(made[start : start + 100])
-    for new in made:
-        reference.put(new)
-    assert vectors.banks["a"].columns.shape[1] > 1_125
-    before = vectors.nbytes
-    vectors.trim()
-    assert [vectors.banks[b].columns.shape[1] for b in BANKS[:2]] == [1_125, 1_125]
-    assert vectors.nbytes < before
-    query = np.arange(1, DIMENSION + 1, dtype=np.float32)
-    for bank in BANKS:
-        wanted = SearchFilters(bank_id=bank)
-        assert vectors.search(query, wanted, 30) == reference.search(query, wanted, 30)
-    more = row(5_000, {**PLAIN, "name": 5_000, "bank": "a", "axis": 1})
-    vectors.put([more])  # room kept: no growth
-    reference.put(more)
-    assert vectors.banks["a"].columns.shape[1] == 1_125
-    assert vectors.search(query, SearchFilters(bank_id="a"), 30) == reference.search(
-        query, SearchFilters(bank_id="a"), 30
-    )
-
-
 def test_memory_reports_follow_documents_in_and_out() -> None:
     vectors = VectorCache(DIMENSION, 0)
     empty_ids = vectors.id_map_bytes
@@ -289,7 +264,7 @@ def test_what_a_search_allocates_does_not_grow_with_the_documents() -> None:
 
 
 def test_a_load_that_reserves_its_banks_never_grows_a_matrix() -> None:
-    """Reserved by bank up front, each bank's matrix is allocated once: no copy, no trim."""
+    """Reserved by bank up front, each bank's matrix is allocated once: no copy."""
     vectors, reference = VectorCache(DIMENSION, 0), Reference()
     made = [row(i, {**PLAIN, "name": i, "bank": BANKS[i % 3], "axis": i}) for i in range(3_000)]
     vectors.reserve({bank: 1_000 for bank in BANKS[:3]})

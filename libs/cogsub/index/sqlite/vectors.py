@@ -213,17 +213,6 @@ class BankVectors:
         self.doc_ids = np.concatenate([self.doc_ids, np.zeros(extra, dtype=np.int64)])
         self.tag_sets = np.concatenate([self.tag_sets, np.zeros(extra, dtype=np.int32)])
 
-    def trim(self) -> None:
-        """Keep room for an eighth more slots than are taken, giving back the rest."""
-        keep = max(self.used + self.used // 8, _FIRST_CAPACITY)
-        if keep >= self.capacity:
-            return
-        # Copies, not views: a view would keep the whole grown array alive.
-        self.columns = self.columns[:, :keep].copy()
-        self.live, self.facts = self.live[:keep].copy(), self.facts[:keep].copy()
-        self.times, self.importance = self.times[:keep].copy(), self.importance[:keep].copy()
-        self.doc_ids, self.tag_sets = self.doc_ids[:keep].copy(), self.tag_sets[:keep].copy()
-
     def put(self, rows: Sequence[CacheRow], tags: TagSets) -> int:
         """Insert or replace rows (one per event); the id map's bytes added."""
         added = 0
@@ -323,12 +312,6 @@ class VectorCache:
                 bank = self.banks[bank_id] = BankVectors(self.dimension)
             bank.reserve(bank.used + count + count // 8)
             self._fit_scratch(bank.capacity)
-
-    def trim(self) -> None:
-        """Give back each bank's growth room beyond an eighth of its slots: after a load,
-        growing by half left up to half a bank's columns unused (+24 % at 1M x 384-d)."""
-        for bank in self._banks_now():
-            bank.trim()
 
     def put(self, rows: Sequence[CacheRow]) -> None:
         """Insert or replace rows of ``CACHE_ROW_COLUMNS``; the last row of an event wins."""
