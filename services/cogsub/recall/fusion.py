@@ -216,10 +216,13 @@ def contextual_pool(
     links = neighbour_links(docs, max_gap_s=policy.neighbour_gap_s, times=times)
     bm25 = np.array([max(0.0, s or 0.0) for s in pool.bm25_score], dtype=np.float64)
     lexical, context = _lexical(bm25, docs, links, policy)
-    vectors = _vectors_of(docs, embeddings)
-    cosine, semantic = _semantic(vectors, query_vector, links, policy, engine_scores=pool.cosine)
+    arm = _semantic_arm(_vectors_of(docs, embeddings), query_vector, links, policy)
+    cosine, semantic = _semantic_of(arm, pool.cosine)
     boost = _boosts(docs, traits, analysis, policy)
-    fused = (policy.lexical_weight * lexical + policy.semantic_weight * semantic) * boost
+    fused = _weighted(lexical, semantic, boost, policy)
+    if arm is not None and policy.feedback_weight > 0.0:
+        semantic = arm.relevance(_fed_back(arm, fused, policy))
+        fused = _weighted(lexical, semantic, boost, policy)
     best = float(fused.max())
     # Whole columns to Python floats at once: an element at a time was a tenth of fusion.
     pool.fused = (fused / best).tolist() if best > 0.0 else [0.0] * len(docs)
@@ -302,25 +305,37 @@ def _vectors_of(
     return np.asarray([d.embedding for d in docs], dtype=np.float64)
 
 
-def _semantic(
+def _weighted(
+    lexical: _FloatArray, semantic: _FloatArray, boost: _FloatArray, policy: RankingPolicy
+) -> _FloatArray:
+    """Relevance before scaling: the weighted sum of both arms, times the query's cues."""
+    return (policy.lexical_weight * lexical + policy.semantic_weight * semantic) * boost
+
+
+@dataclass(frozen=True)
+class _SemanticArm:
+    """The pool's unit vectors, and each mixed with its neighbours' (unit rows), for one query."""
+
+    query: _FloatArray  # unit
+    vectors: _FloatArray
+    mixed: _FloatArray
+
+    def relevance(self, query: _FloatArray) -> _FloatArray:
+        """The contextual cosine to ``query`` (a unit vector), the median 0 and the best 1."""
+        return _median_to_best(self.mixed @ query)
+
+
+def _semantic_arm(
     matrix: npt.NDArray[np.floating] | None,
     query_vector: Sequence[float],
     links: Links,
     policy: RankingPolicy,
-    *,
-    engine_scores: Sequence[float | None],
-) -> tuple[_FloatArray, _FloatArray]:
-    """(raw cosine or NaN, contextual cosine scaled so the pool's median is 0 and its best is 1).
-
-    Documents that come back without usable embeddings fall back on the vector
-    engine's own scores (where it returned the document), without context.
-    """
+) -> _SemanticArm | None:
+    """The arm over ``matrix``'s rows, or None when they are missing or not the query's width."""
     query = np.asarray(query_vector, dtype=np.float64)
     dimension = query.shape[0] if query.ndim == 1 else -1
     if matrix is None or matrix.shape[1] != dimension:
-        raw = np.array([s if s is not None else np.nan for s in engine_scores], dtype=np.float64)
-        floor = float(np.nanmin(raw)) if not np.isnan(raw).all() else 0.0
-        return raw, _median_to_best(np.nan_to_num(raw, nan=floor))
+        return None
     vectors = _unit_rows(matrix.astype(np.float64))
     query = query / (float(np.linalg.norm(query)) or 1.0)
     mixed = vectors.copy()
@@ -330,7 +345,49 @@ def _semantic(
         rows = np.flatnonzero(side >= 0)
         if rows.size:
             mixed[rows] += policy.vector_context * vectors[side[rows]]
-    return vectors @ query, _median_to_best(_unit_rows(mixed) @ query)
+    return _SemanticArm(query, vectors, _unit_rows(mixed))
+
+
+def _semantic_of(
+    arm: _SemanticArm | None, engine_scores: Sequence[float | None]
+) -> tuple[_FloatArray, _FloatArray]:
+    """(raw cosine or NaN, contextual cosine scaled so the pool's median is 0 and its best is 1).
+
+    Without an arm (no usable embeddings) the vector engine's own scores stand in, where it
+    returned the document, without context.
+    """
+    if arm is None:
+        raw = np.array([s if s is not None else np.nan for s in engine_scores], dtype=np.float64)
+        floor = float(np.nanmin(raw)) if not np.isnan(raw).all() else 0.0
+        return raw, _median_to_best(np.nan_to_num(raw, nan=floor))
+    return arm.vectors @ arm.query, arm.relevance(arm.query)
+
+
+def _semantic(
+    matrix: npt.NDArray[np.floating] | None,
+    query_vector: Sequence[float],
+    links: Links,
+    policy: RankingPolicy,
+    *,
+    engine_scores: Sequence[float | None],
+) -> tuple[_FloatArray, _FloatArray]:
+    """:func:`_semantic_of` the arm over ``matrix`` (the semantic column of one pool)."""
+    return _semantic_of(_semantic_arm(matrix, query_vector, links, policy), engine_scores)
+
+
+def _fed_back(arm: _SemanticArm, fused: _FloatArray, policy: RankingPolicy) -> _FloatArray:
+    """The query moved toward the ``feedback_depth`` best-fused rows (Rocchio, no negatives).
+
+    ``unit(q + feedback_weight · mean(top rows))``, the rows being the plain unit vectors or,
+    with ``feedback_context``, the neighbour-mixed ones. The best hits of both arms together
+    say what the answer's turns look like, which the question's own words may not.
+    """
+    depth = min(policy.feedback_depth, fused.shape[0])
+    # Stable: equal relevance keeps pooling order, so the same pool always moves the same way.
+    top = np.argsort(-fused, kind="stable")[:depth]
+    rows = arm.mixed if policy.feedback_context else arm.vectors
+    moved: _FloatArray = arm.query + policy.feedback_weight * rows[top].mean(axis=0)
+    return moved / (float(np.linalg.norm(moved)) or 1.0)
 
 
 def _median_to_best(values: _FloatArray) -> _FloatArray:

@@ -53,6 +53,18 @@ class RankingPolicy:
     # Each candidate already placed from a session scales the next one's score by (1 - this).
     session_diversity: float = 0.0
     diversify_depth: int = 20  # how far down the ranking the session diversity reorders
+    # Pseudo-relevance feedback on the semantic arm: the query vector moves this far toward
+    # the mean of the ``feedback_depth`` best-fused candidates' vectors, and the pool is
+    # fused again (0: off). ``feedback_context``: their neighbour-mixed vectors instead.
+    feedback_weight: float = 0.0
+    feedback_depth: int = 3
+    feedback_context: bool = False
+
+    def __post_init__(self) -> None:
+        if self.feedback_weight < 0.0:
+            raise ValueError(f"feedback_weight must be at least 0, not {self.feedback_weight}")
+        if self.feedback_depth < 1:
+            raise ValueError(f"feedback_depth must be at least 1, not {self.feedback_depth}")
 
     def weights(self) -> dict[str, float]:
         return {
