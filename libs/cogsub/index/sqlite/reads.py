@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import sqlite3
 from collections.abc import Sequence
+from contextlib import AbstractContextManager, nullcontext
 from dataclasses import replace
 from typing import Any
 
@@ -16,6 +17,8 @@ from cogsub.core.documents import IndexDocument
 from cogsub.core.events import FactType
 from cogsub.index.ports import Hit, SearchFilters, replay_order
 from cogsub.index.sqlite.columns import document, epoch_us, timestamp_us
+from cogsub.index.sqlite.window import Anchor, Turn, around, by_session, spans
+from cogsub.sqlite_support import transaction
 
 # Replay order, as the replay index keeps it, and the rows strictly after a cursor in it.
 _DECAY = "json_extract(d.body, '$.decay_factor')"
@@ -27,7 +30,8 @@ _AFTER_IN_REPLAY = (
 # No window: far enough to reach any timestamp, near enough to stay inside SQLite's 64 bits.
 _MAX_REACH_US = 2**62
 # Up to ``each_side`` turns of each anchor's session before it (side 0) and after it (1),
-# within reach: one correlated LIMIT query per anchor and side, each on the session index.
+# within reach: one correlated LIMIT query per anchor and side, each on the session index
+# (the window's way when its spans hold too many rows, see ``_IN_SPANS``).
 _SIDE = (
     "SELECT anchor.n, {side}, near.ts_us, near.event_id, {{columns}} FROM anchor"
     " JOIN documents AS near ON near.doc_id IN ("
@@ -49,6 +53,19 @@ _AROUND = (
 # carried its body and vector each time (most of the window's cost).
 _AROUND_IDS = _AROUND.replace("{columns}", "near.doc_id")
 _AROUND = _AROUND.replace("{columns}", "near.body, near.embedding")
+# Every row of each span (one session's timestamps lo_us to hi_us, see :mod:`.window`), a
+# range of the session index each, in one statement: a correlated LIMIT query per anchor
+# and side (``_AROUND``) was a quarter of a recall's time. Bounded: a span over a dense
+# session would read it whole, so past ``_SPAN_ROWS`` rows the window asks per anchor.
+# CROSS JOIN keeps the spans outside: the planner otherwise walked the bank per span list.
+_IN_SPANS = (
+    "WITH span (session_id, lo_us, hi_us) AS (SELECT json_extract(value, '$[0]'),"
+    " json_extract(value, '$[1]'), json_extract(value, '$[2]') FROM json_each(?))"
+    " SELECT span.session_id, d.ts_us, d.event_id, d.doc_id FROM span CROSS"
+    " JOIN documents AS d ON json_extract(d.body, '$.session_id') = span.session_id"
+    " AND d.ts_us BETWEEN span.lo_us AND span.hi_us WHERE {where} LIMIT ?"
+)
+_SPAN_ROWS = 4_096
 # Listed ids of one bank, found through the (bank_id, event_id) identity index.
 BY_IDS_IN_BANK = "bank_id = ? AND event_id IN (SELECT value FROM json_each(?))"
 
@@ -101,11 +118,21 @@ def neighbour_rows(
 ) -> list[tuple[str, str, bytes]]:
     """(event_id, body, embedding) around each anchor, nearest first per side, each once.
 
-    One statement for every anchor and both sides: a query per anchor and side was
-    ~120 round trips per recall, most of its neighbour time.
+    The rows' places first (:func:`_in_spans`), then the bodies of those chosen only,
+    both in one snapshot: a row read once per anchor carried its body each time.
     """
-    found = _around(conn, _AROUND, filters, anchors, each_side, window_us, skip)
-    return [(event_id, body, blob) for event_id, (body, blob) in found.items()]
+    with _snapshot(conn):
+        chosen = _in_spans(conn, filters, anchors, each_side, window_us, skip)
+        if chosen is None:
+            found = _around(conn, _AROUND, filters, anchors, each_side, window_us, skip)
+            return [(event_id, body, blob) for event_id, (body, blob) in found.items()]
+        rows = conn.execute(
+            "SELECT doc_id, body, embedding FROM documents"
+            " WHERE doc_id IN (SELECT value FROM json_each(?))",
+            (json.dumps([turn.payload for turn in chosen]),),
+        ).fetchall()
+    bodies = {doc_id: (body, blob) for doc_id, body, blob in rows}
+    return [(turn.event_id, *bodies[turn.payload]) for turn in chosen]
 
 
 def neighbour_doc_ids(
@@ -117,8 +144,50 @@ def neighbour_doc_ids(
     skip: set[str],
 ) -> list[int]:
     """The ``doc_id`` of each row :func:`neighbour_rows` would return, in its order."""
-    found = _around(conn, _AROUND_IDS, filters, anchors, each_side, window_us, skip)
-    return [doc_id for (doc_id,) in found.values()]
+    chosen = _in_spans(conn, filters, anchors, each_side, window_us, skip)
+    if chosen is None:
+        found = _around(conn, _AROUND_IDS, filters, anchors, each_side, window_us, skip)
+        return [doc_id for (doc_id,) in found.values()]
+    return [turn.payload for turn in chosen]
+
+
+def _in_spans(
+    conn: sqlite3.Connection,
+    filters: SearchFilters,
+    anchors: Sequence[IndexDocument],
+    each_side: int,
+    window_us: int | None,
+    skip: set[str],
+) -> list[Turn[int]] | None:
+    """The window's rows (``doc_id`` each) from one read of the anchors' spans.
+
+    ``None`` when the spans hold more than ``_SPAN_ROWS`` rows (or ``each_side`` is
+    negative, SQLite's "no LIMIT"): then ``_around`` asks per anchor and side.
+    """
+    if each_side < 0:
+        return None
+    placed = [
+        Anchor(a.session_id, timestamp_us(a.timestamp), a.event_id)
+        for a in anchors
+        if a.session_id is not None
+    ]
+    if not placed or each_side == 0:
+        return []
+    reach = _MAX_REACH_US if window_us is None else window_us
+    listed = [[span.session_id, span.lo_us, span.hi_us] for span in spans(placed, reach)]
+    where, params = filter_sql(filters)
+    rows = conn.execute(
+        _IN_SPANS.format(where=where), (json.dumps(listed), *params, _SPAN_ROWS + 1)
+    ).fetchall()
+    if len(rows) > _SPAN_ROWS:
+        return None
+    sessions = by_session((row[0], Turn(row[1], row[2], row[3])) for row in rows)
+    return around(placed, sessions, each_side, reach, skip)
+
+
+def _snapshot(conn: sqlite3.Connection) -> AbstractContextManager[None]:
+    """A read transaction, unless ``conn`` is in one already (the writer's, in memory)."""
+    return nullcontext() if conn.in_transaction else transaction(conn, write=False)
 
 
 def _around(
