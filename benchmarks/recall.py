@@ -55,6 +55,7 @@ from cogsub.evaluation.locomo_data import ADVERSARIAL_CATEGORY, load_locomo, mem
 from cogsub.index.sqlite import SqliteMemoryIndex
 from cogsub.index.sqlite.index import TEXT_ENGINES, TextEngineName
 from cogsub.recall import MemoryService
+from cogsub.recall.collector import settle_collector
 from cogsub.recall.context_block import context_block, recall_k
 
 DIMENSION = 384
@@ -377,6 +378,7 @@ async def bench_store(
         index = SqliteMemoryIndex(Path(tmp) / "index.sqlite3", text_engine=text_engine)
         archive = FilesystemArchive(Path(tmp) / "archive")
         await fill(index, archive, store, own.embed)
+        settle_collector()  # as `cogsub run` does once it has started: no full walks on recall
         bus = InMemoryEventBus()
         timed_own, timed_minilm = TimedEmbedder(own), TimedEmbedder(minilm)
         first = MemoryService(bus=bus, archive=archive, index=index, embedder=timed_own)
