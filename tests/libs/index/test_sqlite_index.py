@@ -23,7 +23,7 @@ from cogsub.core import (
 )
 from cogsub.index.ports import DocumentPatch, Hit, SearchFilters
 from cogsub.index.sqlite import SqliteMemoryIndex, connections, schema, text, vectors
-from cogsub.index.text_query import Fts5Stage, fts5_stages
+from cogsub.index.text_query import Fts5Stage, fts5_stages, fts5_weighty_terms
 from tests.contract.index_contract import BASE_TIME, angled_vector, axis, make_doc, unit_vector
 
 DIMENSION = 8
@@ -602,6 +602,33 @@ async def test_a_term_in_half_the_documents_or_more_is_left_out_above_the_budget
     assert [h.document.event_id for h in trimmed] == [h.document.event_id for h in kept]
     assert [h.score for h in trimmed] == pytest.approx([h.score for h in kept], abs=1e-5)
     assert {h.document.event_id for h in await top("service")} <= {d.event_id for d in docs}
+
+
+async def test_a_table_too_small_to_reach_the_budget_is_asked_without_counting_terms(
+    fts5_index: SqliteMemoryIndex, unique_name: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    rng = random.Random(9)
+    words = ["kiwi", "mango", "fig", "plum", "service"]
+    summaries = [" ".join(rng.sample(words, rng.randint(1, 3))) for _ in range(300)]
+    await fts5_index.upsert([doc(unique_name, f"t{i}", summary=s) for i, s in enumerate(summaries)])
+    counted: list[list[str]] = []
+
+    def recording(terms: list[str], freqs: list[int], total: int, budget: int) -> Any:
+        counted.append(list(terms))
+        return fts5_weighty_terms(terms, freqs, total, budget=budget)
+
+    monkeypatch.setattr(text, "fts5_weighty_terms", recording)
+
+    async def top() -> list[tuple[str, float]]:
+        hits = await fts5_index.search_text("kiwi fig plum", SearchFilters(unique_name), size=50)
+        return [(hit.document.event_id, hit.score) for hit in hits]
+
+    monkeypatch.setattr(text, "STAGE_BUDGET", 300 * 3)  # 3 terms x 300 rows: at most the budget
+    uncounted = await top()
+    assert counted == []
+    monkeypatch.setattr(text, "STAGE_BUDGET", 300 * 3 - 1)
+    assert await top() == uncounted
+    assert counted == [["kiwi", "fig", "plum"]]
 
 
 async def test_blocking_work_runs_off_the_event_loop(path: Path, unique_name: str) -> None:

@@ -123,15 +123,17 @@ def rank_text(
     def ranked(expression: str) -> list[tuple[int, float]]:
         return conn.execute(sql, (expression, *params, size)).fetchall()
 
-    if len(terms) > 1:
+    # The table's own row count, the N of its bm25(): one small row a document. A table
+    # too small for its terms to match ``STAGE_BUDGET`` rows in all is asked in one query,
+    # as the frequencies would decide, without counting each term's rows first.
+    total = _rows_in(conn, table) if len(terms) > 1 else 0
+    if len(terms) > 1 and total * len(terms) > STAGE_BUDGET:
         doc_freqs = [
             conn.execute(
                 f"SELECT count(*) FROM {table} WHERE {table} MATCH ?", (quote_fts5(term),)
             ).fetchone()[0]
             for term in terms
         ]
-        # The table's own row count, the N of its bm25(): one small row a document.
-        (total,) = conn.execute(f"SELECT count(*) FROM {table}_docsize").fetchone()
         terms, doc_freqs = fts5_weighty_terms(terms, doc_freqs, total, budget=STAGE_BUDGET)
         stages = (
             fts5_stages(terms, doc_freqs, total, budget=STAGE_BUDGET)
@@ -148,6 +150,11 @@ def rank_text(
                     break
             return best
     return ranked(fts5_match(terms) or "")
+
+
+def _rows_in(conn: sqlite3.Connection, table: str) -> int:
+    (total,) = conn.execute(f"SELECT count(*) FROM {table}_docsize").fetchone()
+    return int(total)
 
 
 def ranking_sql(table: str, filters: SearchFilters, *, alone: bool) -> tuple[str, list[Any]]:
