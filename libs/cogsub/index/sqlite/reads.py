@@ -17,7 +17,7 @@ from cogsub.core.documents import IndexDocument
 from cogsub.core.events import FactType
 from cogsub.index.ports import Hit, SearchFilters, replay_order
 from cogsub.index.sqlite.columns import document, epoch_us, timestamp_us
-from cogsub.index.sqlite.window import Anchor, Turn, around, by_session, spans
+from cogsub.index.sqlite.window import Anchor, SpanRow, around, spans
 from cogsub.sqlite_support import transaction
 
 # Replay order, as the replay index keeps it, and the rows strictly after a cursor in it.
@@ -58,10 +58,12 @@ _AROUND = _AROUND.replace("{columns}", "near.body, near.embedding")
 # and side (``_AROUND``) was a quarter of a recall's time. Bounded: a span over a dense
 # session would read it whole, so past ``_SPAN_ROWS`` rows the window asks per anchor.
 # CROSS JOIN keeps the spans outside: the planner otherwise walked the bank per span list.
+# Rows name their span by number: its session string, a column of the CTE, was extracted
+# from the JSON again for every row (two thirds of the statement's time).
 _IN_SPANS = (
-    "WITH span (session_id, lo_us, hi_us) AS (SELECT json_extract(value, '$[0]'),"
+    "WITH span (n, session_id, lo_us, hi_us) AS (SELECT key, json_extract(value, '$[0]'),"
     " json_extract(value, '$[1]'), json_extract(value, '$[2]') FROM json_each(?))"
-    " SELECT span.session_id, d.ts_us, d.event_id, d.doc_id FROM span CROSS"
+    " SELECT span.n, d.ts_us, d.event_id, d.doc_id FROM span CROSS"
     " JOIN documents AS d ON json_extract(d.body, '$.session_id') = span.session_id"
     " AND d.ts_us BETWEEN span.lo_us AND span.hi_us WHERE {where} LIMIT ?"
 )
@@ -129,10 +131,10 @@ def neighbour_rows(
         rows = conn.execute(
             "SELECT doc_id, body, embedding FROM documents"
             " WHERE doc_id IN (SELECT value FROM json_each(?))",
-            (json.dumps([turn.payload for turn in chosen]),),
+            (json.dumps([row[3] for row in chosen]),),
         ).fetchall()
     bodies = {doc_id: (body, blob) for doc_id, body, blob in rows}
-    return [(turn.event_id, *bodies[turn.payload]) for turn in chosen]
+    return [(row[2], *bodies[row[3]]) for row in chosen]
 
 
 def neighbour_doc_ids(
@@ -148,7 +150,7 @@ def neighbour_doc_ids(
     if chosen is None:
         found = _around(conn, _AROUND_IDS, filters, anchors, each_side, window_us, skip)
         return [doc_id for (doc_id,) in found.values()]
-    return [turn.payload for turn in chosen]
+    return [row[3] for row in chosen]
 
 
 def _in_spans(
@@ -158,7 +160,7 @@ def _in_spans(
     each_side: int,
     window_us: int | None,
     skip: set[str],
-) -> list[Turn[int]] | None:
+) -> list[SpanRow[int]] | None:
     """The window's rows (``doc_id`` each) from one read of the anchors' spans.
 
     ``None`` when the spans hold more than ``_SPAN_ROWS`` rows (or ``each_side`` is
@@ -174,15 +176,16 @@ def _in_spans(
     if not placed or each_side == 0:
         return []
     reach = _MAX_REACH_US if window_us is None else window_us
-    listed = [[span.session_id, span.lo_us, span.hi_us] for span in spans(placed, reach)]
+    found, span_of = spans(placed, reach)
+    listed = json.dumps([[span.session_id, span.lo_us, span.hi_us] for span in found])
     where, params = filter_sql(filters)
-    rows = conn.execute(
-        _IN_SPANS.format(where=where), (json.dumps(listed), *params, _SPAN_ROWS + 1)
+    rows: list[SpanRow[int]] = conn.execute(
+        _IN_SPANS.format(where=where), (listed, *params, _SPAN_ROWS + 1)
     ).fetchall()
     if len(rows) > _SPAN_ROWS:
         return None
-    sessions = by_session((row[0], Turn(row[1], row[2], row[3])) for row in rows)
-    return around(placed, sessions, each_side, reach, skip)
+    rows.sort()  # read span after span in index order already: one pass, no premise
+    return around(placed, span_of, rows, each_side, reach, skip)
 
 
 def _snapshot(conn: sqlite3.Connection) -> AbstractContextManager[None]:

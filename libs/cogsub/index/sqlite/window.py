@@ -3,21 +3,25 @@
 The neighbour window (see ``neighbours`` in :mod:`cogsub.index.ports`) reads, for
 each session, the rows within reach of any of its anchors (:func:`spans`: the
 anchors' reaches merged where they overlap), then picks each anchor's turns from
-them (:func:`around`). A row within an anchor's reach lies in that anchor's span,
-so the rows of all of a session's spans, in (ts_us, event_id) order and cut at the
-anchor's reach, hold exactly the turns a query per anchor and side would find.
+them (:func:`around`). An anchor's span holds every row within its reach, so its
+span's rows in (ts_us, event_id) order, cut at the reach, hold exactly the turns a
+query per anchor and side would find.
 """
 
 from __future__ import annotations
 
-from bisect import bisect_left, bisect_right
-from collections.abc import Collection, Iterable, Mapping, Sequence
+from bisect import bisect_left
+from collections.abc import Collection, Iterator, Sequence
 from dataclasses import dataclass
-from typing import Generic, NamedTuple, TypeVar
+from typing import TypeVar
 
-__all__ = ["Anchor", "Span", "Turn", "around", "by_session", "spans"]
+__all__ = ["Anchor", "Span", "SpanRow", "around", "spans"]
 
 _P = TypeVar("_P")
+
+#: A row read in a span: (span number, ts_us, event_id, what the caller read of it).
+#: Plain tuples: a recall reads hundreds, as SQLite hands them over, and sorts them as is.
+SpanRow = tuple[int, int, str, _P]
 
 
 @dataclass(frozen=True)
@@ -38,99 +42,68 @@ class Span:
     hi_us: int
 
 
-class Turn(NamedTuple, Generic[_P]):
-    """A row of a session at (``ts_us``, ``event_id``), with what the caller read of it.
+def spans(anchors: Sequence[Anchor], reach_us: int) -> tuple[list[Span], list[int]]:
+    """The reaches [at - reach, at + reach] of each session, merged where they overlap.
 
-    A tuple, not a dataclass: a recall builds hundreds, and a tuple is built from a row
-    at a fraction of the cost.
+    Returns the spans (by session, then time) and the number of each anchor's span.
     """
-
-    ts_us: int
-    event_id: str
-    payload: _P
-
-
-def spans(anchors: Iterable[Anchor], reach_us: int) -> list[Span]:
-    """Each session's reaches [at - reach, at + reach], those that overlap merged into one."""
-    reaches: dict[str, list[tuple[int, int]]] = {}
-    for anchor in anchors:
-        reaches.setdefault(anchor.session_id, []).append(
-            (anchor.at_us - reach_us, anchor.at_us + reach_us)
-        )
-    merged: list[Span] = []
-    for session_id, ranges in reaches.items():
-        ranges.sort()
-        lo, hi = ranges[0]
-        for next_lo, next_hi in ranges[1:]:
-            if next_lo > hi:
-                merged.append(Span(session_id, lo, hi))
-                lo = next_lo
-            hi = max(hi, next_hi)
-        merged.append(Span(session_id, lo, hi))
-    return merged
-
-
-def by_session(rows: Iterable[tuple[str, Turn[_P]]]) -> dict[str, list[Turn[_P]]]:
-    """(session, turn) rows as each session's turns in (ts_us, event_id) order."""
-    sessions: dict[str, list[Turn[_P]]] = {}
-    for session_id, turn in rows:
-        sessions.setdefault(session_id, []).append(turn)
-    for turns in sessions.values():
-        turns.sort(key=_place)
-    return sessions
+    found: list[Span] = []
+    span_of = [0] * len(anchors)
+    for n in sorted(range(len(anchors)), key=lambda n: (anchors[n].session_id, anchors[n].at_us)):
+        anchor = anchors[n]
+        lo, hi = anchor.at_us - reach_us, anchor.at_us + reach_us
+        last = found[-1] if found else None
+        if last is not None and last.session_id == anchor.session_id and lo <= last.hi_us:
+            found[-1] = Span(last.session_id, last.lo_us, max(last.hi_us, hi))
+        else:
+            found.append(Span(anchor.session_id, lo, hi))
+        span_of[n] = len(found) - 1
+    return found, span_of
 
 
 def around(
     anchors: Sequence[Anchor],
-    sessions: Mapping[str, Sequence[Turn[_P]]],
+    span_of: Sequence[int],
+    rows: Sequence[SpanRow[_P]],
     each_side: int,
     reach_us: int,
     skip: Collection[str],
-) -> list[Turn[_P]]:
+) -> list[SpanRow[_P]]:
     """Up to ``each_side`` turns before then after each anchor, nearest first, each once.
 
-    ``sessions`` holds, in (ts_us, event_id) order, every turn of each anchor's session
-    within its reach (more is harmless). Before means strictly earlier in (ts_us,
-    event_id) and at most ``reach_us`` earlier; after, the same the other way. Turns in
-    ``skip`` still count towards ``each_side``: they are dropped after the cut, as the
-    statement this replaces dropped them after its LIMIT.
+    ``rows`` are the rows of the anchors' spans (``span_of`` from :func:`spans`), sorted.
+    Before means strictly earlier in (ts_us, event_id) and at most ``reach_us`` earlier;
+    after, the same the other way. Turns in ``skip`` count towards ``each_side``: they
+    are dropped after the cut, as the statement this replaces dropped them after its LIMIT.
     """
-    chosen: dict[str, Turn[_P]] = {}
-    for anchor in anchors:
-        turns = sessions.get(anchor.session_id, ())
-        place = (anchor.at_us, anchor.event_id)
-        for turn in _before(turns, place, each_side, anchor.at_us - reach_us):
-            if turn.event_id not in skip:
-                chosen.setdefault(turn.event_id, turn)
-        for turn in _after(turns, place, each_side, anchor.at_us + reach_us):
-            if turn.event_id not in skip:
-                chosen.setdefault(turn.event_id, turn)
+    chosen: dict[str, SpanRow[_P]] = {}
+    for anchor, span in zip(anchors, span_of, strict=True):
+        place = (span, anchor.at_us, anchor.event_id)
+        start = bisect_left(rows, place)  # the first row not before the anchor
+        before = _before(rows, start, each_side, span, anchor.at_us - reach_us)
+        if start < len(rows) and rows[start][:3] == place:
+            start += 1  # the anchor's own row is neither before nor after it
+        after = _after(rows, start, each_side, span, anchor.at_us + reach_us)
+        for row in (*before, *after):
+            if row[2] not in skip:
+                chosen.setdefault(row[2], row)
     return list(chosen.values())
 
 
 def _before(
-    turns: Sequence[Turn[_P]], place: tuple[int, str], each_side: int, earliest_us: int
-) -> list[Turn[_P]]:
-    end = bisect_left(turns, place, key=_place)
-    found = []
-    for turn in reversed(turns[max(0, end - each_side) : end]):
-        if turn.ts_us < earliest_us:
-            break
-        found.append(turn)
-    return found
+    rows: Sequence[SpanRow[_P]], end: int, each_side: int, span: int, earliest_us: int
+) -> Iterator[SpanRow[_P]]:
+    for n in range(end - 1, max(end - each_side, 0) - 1, -1):
+        row = rows[n]
+        if row[0] != span or row[1] < earliest_us:
+            return
+        yield row
 
 
 def _after(
-    turns: Sequence[Turn[_P]], place: tuple[int, str], each_side: int, latest_us: int
-) -> list[Turn[_P]]:
-    start = bisect_right(turns, place, key=_place)
-    found = []
-    for turn in turns[start : start + each_side]:
-        if turn.ts_us > latest_us:
-            break
-        found.append(turn)
-    return found
-
-
-def _place(turn: Turn[_P]) -> tuple[int, str]:
-    return turn.ts_us, turn.event_id
+    rows: Sequence[SpanRow[_P]], start: int, each_side: int, span: int, latest_us: int
+) -> Iterator[SpanRow[_P]]:
+    for row in rows[start : start + each_side]:
+        if row[0] != span or row[1] > latest_us:
+            return
+        yield row
