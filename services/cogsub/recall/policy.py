@@ -46,6 +46,13 @@ class RankingPolicy:
     # (``name_free_vector``) this cue is what ties the answer to the person.
     speaker_boost: float = 1.0
     name_free_vector: bool = True  # embed the query without the names it contains
+    # What the vector search embeds: the question as asked ("question") or only what it asks
+    # about, its interrogative scaffolding removed ("content", ``query.question_content``).
+    vector_query: Literal["question", "content"] = "question"
+    # The semantic arm also scores the pool against the question's content and keeps each
+    # row's "max" or "mean" of the two cosines ("off": the vector query's alone).
+    content_vector: Literal["off", "max", "mean"] = "off"
+    content_weight: float = 0.5  # the content cosine's share of "mean" (0.5: the plain mean)
     temporal_boost: float = 0.4  # a "when" question, and the memory says when
     date_boost: float = 0.3  # the query names the day or month the memory is from
     # A hit lifts the other candidates of its session by this share of its relevance.
@@ -53,6 +60,11 @@ class RankingPolicy:
     # Each candidate already placed from a session scales the next one's score by (1 - this).
     session_diversity: float = 0.0
     diversify_depth: int = 20  # how far down the ranking the session diversity reorders
+    # For list questions only (``query.asks_for_list``): the session diversity above, and
+    # near-duplicates moved down: within the head a candidate whose embedding has at least
+    # this cosine with one placed above it goes after the others (0: both off).
+    list_diversity: float = 0.0
+    list_duplicate_cosine: float = 0.0
     # Pseudo-relevance feedback on the semantic arm: the query vector moves this far toward
     # the mean of the ``feedback_depth`` best-fused candidates' vectors, and the pool is
     # fused again (0: off). ``feedback_context``: their neighbour-mixed vectors instead.
@@ -65,6 +77,20 @@ class RankingPolicy:
             raise ValueError(f"feedback_weight must be at least 0, not {self.feedback_weight}")
         if self.feedback_depth < 1:
             raise ValueError(f"feedback_depth must be at least 1, not {self.feedback_depth}")
+        if not 0.0 <= self.list_diversity < 1.0:
+            raise ValueError(f"list_diversity must be in [0, 1), not {self.list_diversity}")
+        if not 0.0 <= self.list_duplicate_cosine <= 1.0:
+            raise ValueError(
+                f"list_duplicate_cosine must be in [0, 1], not {self.list_duplicate_cosine}"
+            )
+        if self.vector_query not in ("question", "content"):
+            raise ValueError(f"vector_query must be question or content, not {self.vector_query!r}")
+        if self.content_vector not in ("off", "max", "mean"):
+            raise ValueError(
+                f"content_vector must be off, max or mean, not {self.content_vector!r}"
+            )
+        if not 0.0 <= self.content_weight <= 1.0:
+            raise ValueError(f"content_weight must be within [0, 1], not {self.content_weight}")
 
     def weights(self) -> dict[str, float]:
         return {

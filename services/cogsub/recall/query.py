@@ -155,6 +155,7 @@ class QueryAnalysis:
     names: frozenset[str]
     temporal: bool
     dates: tuple[DateSpan, ...]
+    listing: bool = False  # asks for several things of a kind (:func:`asks_for_list`)
 
 
 def analyse_query(text: str) -> QueryAnalysis:
@@ -163,6 +164,7 @@ def analyse_query(text: str) -> QueryAnalysis:
         names=query_names(text),
         temporal=bool(_TEMPORAL_QUESTION.search(text)),
         dates=dates_in(text),
+        listing=asks_for_list(text),
     )
 
 
@@ -268,3 +270,118 @@ def has_time_expression(text: str) -> bool:
     if _DIGIT.search(said) is None:
         return False
     return bool(_YEAR.search(said) or ("may" in said and _MAY_DATE.search(said)))
+
+
+# Question scaffolding (:func:`question_content`): a polite lead-in, a leading wh-phrase
+# (after an optional preposition), an inverted auxiliary, the question mark.
+_LEAD_IN = re.compile(
+    r"^(?:do\s+you\s+(?:think|know|remember)|would\s+you\s+say|(?:can|could)\s+you\s+tell\s+me"
+    r"|tell\s+me)\b[\s,]*",
+    re.IGNORECASE,
+)
+_WH_PHRASE = re.compile(
+    r"^(?:(?:in|on|at|for|with|from|to|of|by|about)\s+)?"
+    r"(?:how\s+(?:long\s+ago|long|many|much|often|come)|(?:what|which)\s+(?:kinds?|types?|sorts?)"
+    r"\s+of|what|when|where|who|whom|whose|which|why|how)(?:['’]s)?\b\s*",
+    re.IGNORECASE,
+)
+_AUXILIARY = (
+    r"(?:am|is|are|was|were|be|been|do|does|did|has|have|had|will|would|shall|should|can|could"
+    r"|may|might|must)"
+)
+# After a wh-phrase the auxiliary comes within three words ("What fields would ...").
+# Lower case only: a capitalised "May" there is the month.
+_INVERTED_AUXILIARY = re.compile(rf"^((?:\S+\s+){{0,2}}?){_AUXILIARY}\b\s*")
+_LEADING_AUXILIARY = re.compile(rf"^{_AUXILIARY}\b\s*", re.IGNORECASE)
+_QUESTION_MARKS = re.compile(r"[\s?]+$")
+
+
+def question_content(text: str) -> str:
+    """What ``text`` asks about without its interrogative scaffolding; ``text`` if no question.
+
+    "When did Melanie paint a sunrise?" → "Melanie paint a sunrise". A sentence
+    embedder compares statements with statements best: the scaffolding pulls a
+    question's vector toward the other questions of a transcript rather than
+    toward the turn that answers it. ``text`` is a question when it ends with
+    "?", opens with a lead-in ("do you think"), or opens with a wh-phrase followed
+    by an auxiliary ("what did ..."); "When deploying, run the tests" is not. Text
+    that would be left without a word is kept whole ("Why?").
+    """
+    rest = text.strip()
+    asked = rest.endswith("?")
+    rest, lead_in = _stripped(_LEAD_IN, rest)
+    rest, wh = _stripped(_WH_PHRASE, rest)
+    inverted = False
+    if wh:
+        rest, after_wh = _stripped(_LEAD_IN, rest)
+        if not after_wh:
+            rest, inverted = _without_inverted_auxiliary(rest)
+    elif asked and not lead_in:
+        rest, _ = _stripped(_LEADING_AUXILIARY, rest)
+    if not (asked or lead_in or inverted):
+        return text
+    content = _SPACES.sub(" ", _QUESTION_MARKS.sub("", rest)).strip()
+    return content if _WORD.search(content.lower()) else text
+
+
+def _stripped(pattern: re.Pattern[str], text: str) -> tuple[str, bool]:
+    """``text`` without ``pattern``'s match at its start, and whether there was one."""
+    found = pattern.match(text)
+    return (text[found.end() :], True) if found else (text, False)
+
+
+def _without_inverted_auxiliary(text: str) -> tuple[str, bool]:
+    found = _INVERTED_AUXILIARY.match(text)
+    if found is None:
+        return text, False
+    return found.group(1) + text[found.end() :], True
+
+
+# A list question asks for every item of a kind ("Which cities has Jon visited?"): its
+# evidence is one turn per item, often in different sessions. Read from the question's
+# opening words only; "when" and yes/no questions ask for one thing.
+_LIST_AUXILIARY = r"(?:has|have|had|does|do|did|is|are|was|were)"
+_LIST_OPENINGS = (
+    # "What are some changes ...", "In what ways is ...", "What kinds of art ..."
+    re.compile(
+        r"^(?:what\s+are\s+some|(?:in\s+)?what\s+ways|(?:what|which)\s+(?:kinds|types|sorts)\s+of)\b"
+    ),
+    # "What activities does ...", "Which LGBTQ+ events has ...", "How many times has ...":
+    # a plural object of up to three words, then the auxiliary.
+    re.compile(
+        rf"^(?:what|which|how\s+many)\s+(?P<object>(?:\S+\s+){{0,2}}\S+)\s+{_LIST_AUXILIARY}\s"
+    ),
+    # "What has Melanie painted?", "Where has Melanie camped?": done more than once.
+    re.compile(r"^(?:what|where)\s+(?:has|have)\s+\S+(?:\s+\S+)?\s+\S+ed\b"),
+)
+_IRREGULAR_PLURALS = frozenset(["children", "people", "men", "women", "feet", "mice"])
+_NOT_PLURAL_ENDINGS = ("ss", "us", "is", "'s", "’s")
+
+
+def asks_for_list(text: str) -> bool:
+    """Whether ``text`` asks for several things of a kind, each likely said in its own turn.
+
+    "What activities does Melanie partake in?", "Which cities has Jon visited?",
+    "What are some ...", "In what ways ...", "What kinds of ...", "How many times has ...",
+    "What has X painted?". Not "when" questions, nor yes/no ones ("Did ... ?"), nor a
+    singular object ("What career path has Caroline decided to pursue?").
+    """
+    said = _SPACES.sub(" ", text.strip().lower())
+    if _TEMPORAL_QUESTION.search(said):
+        return False
+    for opening in _LIST_OPENINGS:
+        found = opening.match(said)
+        if found is None:
+            continue
+        if "object" not in opening.groupindex:
+            return True
+        return _is_plural(found.group("object").split()[-1].split("/")[-1])
+    return False
+
+
+def _is_plural(word: str) -> bool:
+    """A crude English plural test: "cities", "events", "children"; not "class", "status"."""
+    word = word.strip("?,.!")
+    if word in _IRREGULAR_PLURALS:
+        return True
+    return len(word) > 3 and word.endswith("s") and not word.endswith(_NOT_PLURAL_ENDINGS)

@@ -64,7 +64,7 @@ from cogsub.recall.facets import recall_by_facets
 from cogsub.recall.feedback import RetrievalFeedback
 from cogsub.recall.per_document import PerDocument
 from cogsub.recall.policy import RankingPolicy
-from cogsub.recall.query import analyse_query, without_names
+from cogsub.recall.query import analyse_query, question_content, without_names
 from cogsub.recall.ranking import (
     Budget,
     Pool,
@@ -298,17 +298,30 @@ class MemoryService:
             timing.results = len(response.results)
         return response
 
-    def _vector_query(self, query: str) -> str:
+    def _asked(self, query: str) -> str:
         # Names stay out of the embedded query: every transcript turn names its speaker, so
         # they pull the cosine toward anyone's turns; BM25 and the speaker cue still see them.
         return without_names(query) if self.policy.name_free_vector else query
+
+    def _vector_query(self, query: str) -> str:
+        asked = self._asked(query)
+        return question_content(asked) if self.policy.vector_query == "content" else asked
+
+    def _content_query(self, query: str) -> str | None:
+        """The second text the semantic arm scores against, when the policy asks for one."""
+        if self.policy.content_vector == "off":
+            return None
+        content = question_content(self._asked(query))
+        return None if content == self._vector_query(query) else content
 
     async def _embedded_once(self, queries: Sequence[str]) -> None:
         """Each distinct vector query of ``queries`` embedded (into the cache) once.
 
         One text a call, as each recall would embed it alone: the same vectors to the bit.
         """
-        for text in dict.fromkeys(self._vector_query(q) for q in queries):
+        texts = [self._vector_query(q) for q in queries]
+        texts += [c for q in queries if (c := self._content_query(q)) is not None]
+        for text in dict.fromkeys(texts):
             await self._query_vectors.embed([text])
 
     async def _recall(self, bank_id: str, request: RecallRequest) -> RecallResponse:
@@ -320,6 +333,10 @@ class MemoryService:
             until=request.until,
         )
         (vector,) = await self._query_vectors.embed([self._vector_query(request.query)])
+        content = self._content_query(request.query)
+        content_vector = None
+        if content is not None:
+            (content_vector,) = await self._query_vectors.embed([content])
         contextual = self.policy.fusion != "rrf"
         found = await self._index.recall_candidates(
             request.query,
@@ -341,6 +358,7 @@ class MemoryService:
                 policy=self.policy,
                 neighbours=found.neighbours,
                 embeddings=found.embeddings,
+                content_vector=content_vector,
             )
         ranking = rank_pool(
             pool,
