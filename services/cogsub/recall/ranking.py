@@ -15,6 +15,7 @@ from functools import cached_property
 from typing import overload
 
 import numpy as np
+import numpy.typing as npt
 
 from cogsub.core.documents import IndexDocument
 from cogsub.core.events import FactType
@@ -36,6 +37,7 @@ __all__ = [
     "diversified",
     "estimate_tokens",
     "fuse",
+    "near_duplicates_last",
     "is_current_version",
     "newest_versions",
     "novelty",
@@ -167,7 +169,42 @@ def rank_pool(
     ranking = Ranking(pool, columns, policy.weights(), finals, order)
     if policy.session_diversity > 0.0:
         ranking.diversify(policy.session_diversity, depth=policy.diversify_depth)
+    if pool.listing:
+        _spread_list_answers(ranking, pool, policy)
     return ranking
+
+
+def _spread_list_answers(ranking: Ranking, pool: Pool, policy: RankingPolicy) -> None:
+    """A list question's head reordered so each item of the answer gets a place.
+
+    The head of a list question fills with turns about its best item; the other
+    items' turns are elsewhere, often in other sessions (``policy.list_*``).
+    """
+    depth = policy.diversify_depth
+    if policy.list_diversity > 0.0:
+        ranking.diversify(policy.list_diversity, depth=depth)
+    vectors, threshold = pool.vectors, policy.list_duplicate_cosine
+    if threshold > 0.0 and vectors is not None:
+        ranking.reorder_head(depth, lambda head: near_duplicates_last(head, vectors, threshold))
+
+
+def near_duplicates_last(
+    rows: Sequence[int], vectors: npt.NDArray[np.float64], threshold: float
+) -> list[int]:
+    """``rows`` in order, but each whose vector has cosine ≥ ``threshold`` with a kept row
+    above it moved after the kept ones (the moved keep their order).
+
+    ``vectors`` holds unit rows, indexed by row. The turns saying the same thing as a
+    better one add nothing to a list question's answer; a turn about another item does.
+    """
+    kept: list[int] = []
+    moved: list[int] = []
+    for row in rows:
+        if kept and float(np.max(vectors[kept] @ vectors[row])) >= threshold:
+            moved.append(row)
+        else:
+            kept.append(row)
+    return kept + moved
 
 
 class Ranking(Sequence[Scored]):
@@ -219,6 +256,13 @@ class Ranking(Sequence[Scored]):
         head = diversified(self[:depth], diversity, depth=depth)
         row_of = {id(self._built[row]): row for row in self._order[:depth]}
         self._order[:depth] = [row_of[id(item)] for item in head]
+
+    def reorder_head(self, depth: int, reordered: Callable[[list[int]], list[int]]) -> None:
+        """The first ``depth`` rows put in the order ``reordered`` gives them (the same rows)."""
+        head = reordered(self._order[:depth])
+        if sorted(head) != sorted(self._order[:depth]):
+            raise ValueError("reorder_head: the reordered head must hold the same rows")
+        self._order[:depth] = head
 
     def _scored(self, row: int) -> Scored:
         built = self._built.get(row)
