@@ -19,6 +19,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Literal
 
 import numpy as np
 import numpy.typing as npt
@@ -179,6 +180,7 @@ def contextual_fuse(
     policy: RankingPolicy,
     neighbours: Sequence[IndexDocument] = (),
     embeddings: Embeddings | None = None,
+    content_vector: Sequence[float] | None = None,
 ) -> list[Candidate]:
     """:func:`contextual_pool`'s rows as candidates, best first, ties by id."""
     pool = contextual_pool(
@@ -189,6 +191,7 @@ def contextual_fuse(
         policy=policy,
         neighbours=neighbours,
         embeddings=embeddings,
+        content_vector=content_vector,
     )
     return pool.candidates()
 
@@ -202,12 +205,15 @@ def contextual_pool(
     policy: RankingPolicy,
     neighbours: Sequence[IndexDocument] = (),
     embeddings: Embeddings | None = None,
+    content_vector: Sequence[float] | None = None,
 ) -> Pool:
     """Score-level fusion with conversational context and query cues (module docstring).
 
     ``neighbours`` are documents around the hits (``MemoryIndex.neighbours``)
     that neither search returned. ``embeddings`` holds the candidates' vectors
     when their documents come without (``MemoryIndex.recall_candidates``).
+    ``content_vector`` (the question's content embedded) scores the semantic arm
+    beside ``query_vector`` as ``policy.content_vector`` says; ignored when "off".
     ``fused`` is in (0, 1], 1 for the best row; ``lexical``, ``semantic``,
     ``context`` and ``boost`` say where it came from.
     """
@@ -221,7 +227,7 @@ def contextual_pool(
     bm25 = np.array([max(0.0, s or 0.0) for s in pool.bm25_score], dtype=np.float64)
     lexical, context = _lexical(bm25, docs, links, policy)
     arm = _semantic_arm(_vectors_of(docs, embeddings), query_vector, links, policy)
-    cosine, semantic = _semantic_of(arm, pool.cosine)
+    cosine, semantic = _semantic_of(arm, pool.cosine, _second_query(content_vector, policy))
     boost = _boosts(docs, traits, analysis, policy)
     fused = _weighted(lexical, semantic, boost, policy)
     if arm is not None and policy.feedback_weight > 0.0:
@@ -329,6 +335,33 @@ class _SemanticArm:
         """The contextual cosine to ``query`` (a unit vector), the median 0 and the best 1."""
         return _median_to_best(self.mixed @ query)
 
+    def relevance_to_both(self, second: _SecondQuery) -> _FloatArray:
+        """Each row's max or mean of its contextual cosines to both queries, then scaled."""
+        first = self.mixed @ self.query
+        other = self.mixed @ _unit(np.asarray(second.vector, dtype=np.float64))
+        if second.how == "max":
+            return _median_to_best(np.maximum(first, other))
+        return _median_to_best((1.0 - second.weight) * first + second.weight * other)
+
+
+@dataclass(frozen=True)
+class _SecondQuery:
+    """A second query vector for the semantic arm, and how its cosine joins the first's."""
+
+    vector: Sequence[float]
+    how: Literal["max", "mean"]
+    weight: float  # the second cosine's share of "mean"
+
+
+def _second_query(vector: Sequence[float] | None, policy: RankingPolicy) -> _SecondQuery | None:
+    if vector is None or policy.content_vector == "off":
+        return None
+    return _SecondQuery(vector, policy.content_vector, policy.content_weight)
+
+
+def _unit(vector: _FloatArray) -> _FloatArray:
+    return vector / (float(np.linalg.norm(vector)) or 1.0)
+
 
 def _semantic_arm(
     matrix: npt.NDArray[np.floating] | None,
@@ -354,17 +387,22 @@ def _semantic_arm(
 
 
 def _semantic_of(
-    arm: _SemanticArm | None, engine_scores: Sequence[float | None]
+    arm: _SemanticArm | None,
+    engine_scores: Sequence[float | None],
+    second: _SecondQuery | None = None,
 ) -> tuple[_FloatArray, _FloatArray]:
     """(raw cosine or NaN, contextual cosine scaled so the pool's median is 0 and its best is 1).
 
     Without an arm (no usable embeddings) the vector engine's own scores stand in, where it
-    returned the document, without context.
+    returned the document, without context. With a ``second`` query of the arm's width, the
+    contextual cosine is the max or mean of both; the raw cosine stays the first query's.
     """
     if arm is None:
         raw = np.array([s if s is not None else np.nan for s in engine_scores], dtype=np.float64)
         floor = float(np.nanmin(raw)) if not np.isnan(raw).all() else 0.0
         return raw, _median_to_best(np.nan_to_num(raw, nan=floor))
+    if second is not None and len(second.vector) == arm.query.shape[0]:
+        return arm.vectors @ arm.query, arm.relevance_to_both(second)
     return arm.vectors @ arm.query, arm.relevance(arm.query)
 
 
@@ -375,9 +413,11 @@ def _semantic(
     policy: RankingPolicy,
     *,
     engine_scores: Sequence[float | None],
+    content_vector: Sequence[float] | None = None,
 ) -> tuple[_FloatArray, _FloatArray]:
     """:func:`_semantic_of` the arm over ``matrix`` (the semantic column of one pool)."""
-    return _semantic_of(_semantic_arm(matrix, query_vector, links, policy), engine_scores)
+    arm = _semantic_arm(matrix, query_vector, links, policy)
+    return _semantic_of(arm, engine_scores, _second_query(content_vector, policy))
 
 
 def _fed_back(arm: _SemanticArm, fused: _FloatArray, policy: RankingPolicy) -> _FloatArray:

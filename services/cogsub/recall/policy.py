@@ -46,6 +46,13 @@ class RankingPolicy:
     # (``name_free_vector``) this cue is what ties the answer to the person.
     speaker_boost: float = 1.0
     name_free_vector: bool = True  # embed the query without the names it contains
+    # What the vector search embeds: the question as asked ("question") or only what it asks
+    # about, its interrogative scaffolding removed ("content", ``query.question_content``).
+    vector_query: Literal["question", "content"] = "question"
+    # The semantic arm also scores the pool against the question's content and keeps each
+    # row's "max" or "mean" of the two cosines ("off": the vector query's alone).
+    content_vector: Literal["off", "max", "mean"] = "off"
+    content_weight: float = 0.5  # the content cosine's share of "mean" (0.5: the plain mean)
     temporal_boost: float = 0.4  # a "when" question, and the memory says when
     date_boost: float = 0.3  # the query names the day or month the memory is from
     # A hit lifts the other candidates of its session by this share of its relevance.
@@ -76,6 +83,14 @@ class RankingPolicy:
             raise ValueError(
                 f"list_duplicate_cosine must be in [0, 1], not {self.list_duplicate_cosine}"
             )
+        if self.vector_query not in ("question", "content"):
+            raise ValueError(f"vector_query must be question or content, not {self.vector_query!r}")
+        if self.content_vector not in ("off", "max", "mean"):
+            raise ValueError(
+                f"content_vector must be off, max or mean, not {self.content_vector!r}"
+            )
+        if not 0.0 <= self.content_weight <= 1.0:
+            raise ValueError(f"content_weight must be within [0, 1], not {self.content_weight}")
 
     def weights(self) -> dict[str, float]:
         return {

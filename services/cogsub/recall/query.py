@@ -272,6 +272,71 @@ def has_time_expression(text: str) -> bool:
     return bool(_YEAR.search(said) or ("may" in said and _MAY_DATE.search(said)))
 
 
+# Question scaffolding (:func:`question_content`): a polite lead-in, a leading wh-phrase
+# (after an optional preposition), an inverted auxiliary, the question mark.
+_LEAD_IN = re.compile(
+    r"^(?:do\s+you\s+(?:think|know|remember)|would\s+you\s+say|(?:can|could)\s+you\s+tell\s+me"
+    r"|tell\s+me)\b[\s,]*",
+    re.IGNORECASE,
+)
+_WH_PHRASE = re.compile(
+    r"^(?:(?:in|on|at|for|with|from|to|of|by|about)\s+)?"
+    r"(?:how\s+(?:long\s+ago|long|many|much|often|come)|(?:what|which)\s+(?:kinds?|types?|sorts?)"
+    r"\s+of|what|when|where|who|whom|whose|which|why|how)(?:['’]s)?\b\s*",
+    re.IGNORECASE,
+)
+_AUXILIARY = (
+    r"(?:am|is|are|was|were|be|been|do|does|did|has|have|had|will|would|shall|should|can|could"
+    r"|may|might|must)"
+)
+# After a wh-phrase the auxiliary comes within three words ("What fields would ...").
+# Lower case only: a capitalised "May" there is the month.
+_INVERTED_AUXILIARY = re.compile(rf"^((?:\S+\s+){{0,2}}?){_AUXILIARY}\b\s*")
+_LEADING_AUXILIARY = re.compile(rf"^{_AUXILIARY}\b\s*", re.IGNORECASE)
+_QUESTION_MARKS = re.compile(r"[\s?]+$")
+
+
+def question_content(text: str) -> str:
+    """What ``text`` asks about without its interrogative scaffolding; ``text`` if no question.
+
+    "When did Melanie paint a sunrise?" → "Melanie paint a sunrise". A sentence
+    embedder compares statements with statements best: the scaffolding pulls a
+    question's vector toward the other questions of a transcript rather than
+    toward the turn that answers it. ``text`` is a question when it ends with
+    "?", opens with a lead-in ("do you think"), or opens with a wh-phrase followed
+    by an auxiliary ("what did ..."); "When deploying, run the tests" is not. Text
+    that would be left without a word is kept whole ("Why?").
+    """
+    rest = text.strip()
+    asked = rest.endswith("?")
+    rest, lead_in = _stripped(_LEAD_IN, rest)
+    rest, wh = _stripped(_WH_PHRASE, rest)
+    inverted = False
+    if wh:
+        rest, after_wh = _stripped(_LEAD_IN, rest)
+        if not after_wh:
+            rest, inverted = _without_inverted_auxiliary(rest)
+    elif asked and not lead_in:
+        rest, _ = _stripped(_LEADING_AUXILIARY, rest)
+    if not (asked or lead_in or inverted):
+        return text
+    content = _SPACES.sub(" ", _QUESTION_MARKS.sub("", rest)).strip()
+    return content if _WORD.search(content.lower()) else text
+
+
+def _stripped(pattern: re.Pattern[str], text: str) -> tuple[str, bool]:
+    """``text`` without ``pattern``'s match at its start, and whether there was one."""
+    found = pattern.match(text)
+    return (text[found.end() :], True) if found else (text, False)
+
+
+def _without_inverted_auxiliary(text: str) -> tuple[str, bool]:
+    found = _INVERTED_AUXILIARY.match(text)
+    if found is None:
+        return text, False
+    return found.group(1) + text[found.end() :], True
+
+
 # A list question asks for every item of a kind ("Which cities has Jon visited?"): its
 # evidence is one turn per item, often in different sessions. Read from the question's
 # opening words only; "when" and yes/no questions ask for one thing.
