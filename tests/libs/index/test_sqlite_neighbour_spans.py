@@ -196,10 +196,34 @@ def test_neighbour_rows_are_those_rows_with_their_bodies(conn: sqlite3.Connectio
 def test_spans_over_the_row_cap_fall_back_to_the_same_rows(
     conn: sqlite3.Connection, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(reads, "_SPAN_ROWS", 3)
+    monkeypatch.setattr(reads, "_SPAN_ROWS_PER_TURN", 0)  # any row is too many
     fell_back = 0
     for ask in asks(conn):
         expected = oracle_doc_ids(conn, *ask)
         assert reads.neighbour_doc_ids(conn, *ask) == expected, ask
         fell_back += reads._in_spans(conn, *ask) is None
     assert fell_back > SEEDS  # the cap was met, so the fallback was compared too
+
+
+async def test_a_dense_session_is_asked_per_anchor_with_the_same_turns(data_dir: Path) -> None:
+    path = data_dir / "dense.sqlite3"
+    index = SqliteMemoryIndex(path)
+    await index.ensure(dimension=DIMENSION)
+    turns = [
+        make_doc(
+            "dense", f"t{n:03d}", dimension=DIMENSION, timestamp=BASE_TIME + timedelta(seconds=n)
+        )
+        for n in range(120)
+    ]
+    await index.upsert(turns)
+    await index.close()
+    conn = sqlite3.connect(path, isolation_level=None)
+    try:
+        ask = (SearchFilters(bank_id="dense"), [turns[60]], 2, None, set[str]())
+        assert reads._in_spans(conn, *ask) is None  # the whole session is 120 rows, not 12
+        by_id = {d: e for d, e in conn.execute("SELECT doc_id, event_id FROM documents")}
+        found = [by_id[d] for d in reads.neighbour_doc_ids(conn, *ask)]
+        assert found == ["dense-t059", "dense-t058", "dense-t061", "dense-t062"]
+        assert reads.neighbour_doc_ids(conn, *ask) == oracle_doc_ids(conn, *ask)
+    finally:
+        conn.close()

@@ -55,8 +55,10 @@ _AROUND_IDS = _AROUND.replace("{columns}", "near.doc_id")
 _AROUND = _AROUND.replace("{columns}", "near.body, near.embedding")
 # Every row of each span (one session's timestamps lo_us to hi_us, see :mod:`.window`), a
 # range of the session index each, in one statement: a correlated LIMIT query per anchor
-# and side (``_AROUND``) was a quarter of a recall's time. Bounded: a span over a dense
-# session would read it whole, so past ``_SPAN_ROWS`` rows the window asks per anchor.
+# and side (``_AROUND``) cost most of the window's time in seeks. Bounded: a span over a
+# dense session reads it whole, and a span row costs about a quarter of a row found per
+# anchor (0.65 against 2.6 us), so past ``_SPAN_ROWS_PER_TURN`` rows for each turn the
+# window may return, the window stops reading and asks per anchor instead.
 # CROSS JOIN keeps the spans outside: the planner otherwise walked the bank per span list.
 # Rows name their span by number: its session string, a column of the CTE, was extracted
 # from the JSON again for every row (two thirds of the statement's time).
@@ -67,7 +69,7 @@ _IN_SPANS = (
     " JOIN documents AS d ON json_extract(d.body, '$.session_id') = span.session_id"
     " AND d.ts_us BETWEEN span.lo_us AND span.hi_us WHERE {where} LIMIT ?"
 )
-_SPAN_ROWS = 4_096
+_SPAN_ROWS_PER_TURN = 3
 # Listed ids of one bank, found through the (bank_id, event_id) identity index.
 BY_IDS_IN_BANK = "bank_id = ? AND event_id IN (SELECT value FROM json_each(?))"
 
@@ -163,8 +165,8 @@ def _in_spans(
 ) -> list[SpanRow[int]] | None:
     """The window's rows (``doc_id`` each) from one read of the anchors' spans.
 
-    ``None`` when the spans hold more than ``_SPAN_ROWS`` rows (or ``each_side`` is
-    negative, SQLite's "no LIMIT"): then ``_around`` asks per anchor and side.
+    ``None`` when the spans hold too many rows (see ``_SPAN_ROWS_PER_TURN``), or
+    ``each_side`` is negative (SQLite's "no LIMIT"): then ``_around`` asks per anchor.
     """
     if each_side < 0:
         return None
@@ -179,10 +181,11 @@ def _in_spans(
     found, span_of = spans(placed, reach)
     listed = json.dumps([[span.session_id, span.lo_us, span.hi_us] for span in found])
     where, params = filter_sql(filters)
+    most = _SPAN_ROWS_PER_TURN * 2 * each_side * len(placed)
     rows: list[SpanRow[int]] = conn.execute(
-        _IN_SPANS.format(where=where), (listed, *params, _SPAN_ROWS + 1)
+        _IN_SPANS.format(where=where), (listed, *params, most + 1)
     ).fetchall()
-    if len(rows) > _SPAN_ROWS:
+    if len(rows) > most:
         return None
     rows.sort()  # read span after span in index order already: one pass, no premise
     return around(placed, span_of, rows, each_side, reach, skip)
