@@ -62,8 +62,9 @@ class RankingPolicy:
     diversify_depth: int = 20  # how far down the ranking the session diversity reorders
     # For list questions only (``query.asks_for_list``): the session diversity above, and
     # near-duplicates moved down: within the head a candidate whose embedding has at least
-    # this cosine with one placed above it goes after the others (0: both off).
-    list_diversity: float = 0.0
+    # this cosine with one placed above it goes after the others (0: off). ``list_diversity``
+    # 0.2 was chosen by leaving one LoCoMo dev conversation out (docs/ranking.md).
+    list_diversity: float = 0.2
     list_duplicate_cosine: float = 0.0
     # Pseudo-relevance feedback on the semantic arm: the query vector moves this far toward
     # the mean of the ``feedback_depth`` best-fused candidates' vectors, and the pool is

@@ -151,16 +151,17 @@ def _ids(pool: Pool, policy: RankingPolicy) -> list[str]:
 
 
 BY_RELEVANCE = ["m0", "m1", "m2", "m3", "m4", "m5"]
+OFF = RankingPolicy(list_diversity=0.0, list_duplicate_cosine=0.0)
 LIST_POLICIES = [
-    RankingPolicy(list_diversity=0.35),
-    RankingPolicy(list_duplicate_cosine=0.9),
+    RankingPolicy(list_diversity=0.35, list_duplicate_cosine=0.0),
+    RankingPolicy(list_diversity=0.0, list_duplicate_cosine=0.9),
     RankingPolicy(list_diversity=0.35, list_duplicate_cosine=0.9),
 ]
 
 
 @pytest.mark.parametrize("policy", LIST_POLICIES)
 def test_other_questions_rank_as_without_the_list_fields(policy: RankingPolicy) -> None:
-    plain = rank_pool(_pool(listing=False), RankingPolicy(), now=NOW)
+    plain = rank_pool(_pool(listing=False), OFF, now=NOW)
     switched = rank_pool(_pool(listing=False), policy, now=NOW)
     assert [(s.candidate.document.event_id, s.final) for s in switched] == [
         (s.candidate.document.event_id, s.final) for s in plain
@@ -169,18 +170,24 @@ def test_other_questions_rank_as_without_the_list_fields(policy: RankingPolicy) 
 
 
 def test_list_fields_off_leave_a_list_question_ranked_by_relevance() -> None:
-    assert _ids(_pool(listing=True), RankingPolicy()) == BY_RELEVANCE
+    assert _ids(_pool(listing=True), OFF) == BY_RELEVANCE
+
+
+def test_by_default_a_list_question_is_spread_across_sessions() -> None:
+    assert RankingPolicy().list_diversity > 0.0
+    assert _ids(_pool(listing=True), RankingPolicy()) != BY_RELEVANCE
+    assert _ids(_pool(listing=False), RankingPolicy()) == BY_RELEVANCE
 
 
 def test_list_diversity_spreads_a_list_question_across_sessions() -> None:
     policy = RankingPolicy(list_diversity=0.35, diversify_depth=6)
-    expected = diversified(list(rank_pool(_pool(True), RankingPolicy(), now=NOW)), 0.35, depth=6)
+    expected = diversified(list(rank_pool(_pool(True), OFF, now=NOW)), 0.35, depth=6)
     assert _ids(_pool(True), policy) == [s.candidate.document.event_id for s in expected]
     assert _ids(_pool(True), policy) == ["m0", "m3", "m5", "m1", "m4", "m2"]
 
 
 def test_near_duplicates_of_a_list_question_move_down_within_the_depth() -> None:
-    assert _ids(_pool(True), RankingPolicy(list_duplicate_cosine=0.9)) == [
+    assert _ids(_pool(True), replace(OFF, list_duplicate_cosine=0.9)) == [
         "m0",
         "m3",
         "m5",
@@ -188,13 +195,13 @@ def test_near_duplicates_of_a_list_question_move_down_within_the_depth() -> None
         "m2",
         "m4",
     ]
-    shallow = RankingPolicy(list_duplicate_cosine=0.9, diversify_depth=3)
+    shallow = replace(OFF, list_duplicate_cosine=0.9, diversify_depth=3)
     assert _ids(_pool(True), shallow) == ["m0", "m1", "m2", "m3", "m4", "m5"]
 
 
 def test_without_vectors_the_duplicate_rule_changes_nothing() -> None:
     pool = replace(_pool(True), vectors=None)
-    assert _ids(pool, RankingPolicy(list_duplicate_cosine=0.5)) == BY_RELEVANCE
+    assert _ids(pool, replace(OFF, list_duplicate_cosine=0.5)) == BY_RELEVANCE
 
 
 def test_fusion_hands_ranking_the_listing_and_the_unit_vectors() -> None:
