@@ -157,7 +157,11 @@ def rank_pool(
     novelty_ages: Mapping[str, int] | None = None,
     prefer_observations: bool = False,
 ) -> Ranking:
-    """:func:`rank` on fusion's columns: the same order, a ``Scored`` built only when read."""
+    """:func:`rank` on fusion's columns: the same order, a ``Scored`` built only when read.
+
+    Then, for a list question (``pool.listing``), the head is spread across sessions
+    and near-duplicates as ``policy.list_diversity`` and ``list_duplicate_cosine`` say.
+    """
     if policy.session_lift > 0.0:
         sessions = [d.session_id for d in pool.documents]
         pool.fused = _lifted(pool.fused, sessions, policy.session_lift)
