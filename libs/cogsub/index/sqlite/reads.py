@@ -57,8 +57,8 @@ _AROUND = _AROUND.replace("{columns}", "near.body, near.embedding")
 # range of the session index each, in one statement: a correlated LIMIT query per anchor
 # and side (``_AROUND``) cost most of the window's time in seeks. Bounded: a span over a
 # dense session reads it whole, and a span row costs about a quarter of a row found per
-# anchor (0.65 against 2.6 us), so past ``_SPAN_ROWS_PER_TURN`` rows for each turn the
-# window may return, the window stops reading and asks per anchor instead.
+# anchor (0.65 against 2.6 us, on the LoCoMo banks), so past ``_SPAN_ROWS_PER_TURN`` rows
+# for each turn the window may return, it stops reading and asks per anchor instead.
 # CROSS JOIN keeps the spans outside: the planner otherwise walked the bank per span list.
 # Rows name their span by number: its session string, a column of the CTE, was extracted
 # from the JSON again for every row (two thirds of the statement's time).
