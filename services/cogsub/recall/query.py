@@ -341,6 +341,7 @@ def _without_inverted_auxiliary(text: str) -> tuple[str, bool]:
 # evidence is one turn per item, often in different sessions. Read from the question's
 # opening words only; "when" and yes/no questions ask for one thing.
 _LIST_AUXILIARY = r"(?:has|have|had|does|do|did|is|are|was|were)"
+_LIST_AUXILIARY_WORD = re.compile(_LIST_AUXILIARY)
 _LIST_OPENINGS = (
     # "What are some changes ...", "In what ways is ...", "What kinds of art ..."
     re.compile(
@@ -375,7 +376,12 @@ def asks_for_list(text: str) -> bool:
             continue
         if "object" not in opening.groupindex:
             return True
-        return _is_plural(found.group("object").split()[-1].split("/")[-1])
+        words = found.group("object").split()
+        # An auxiliary within the "object" is the question's own ("What did the kids have
+        # ..."): the plural after it is the subject of a question about one thing.
+        if any(_LIST_AUXILIARY_WORD.fullmatch(word) for word in words):
+            return False
+        return _is_plural(words[-1].split("/")[-1])
     return False
 
 

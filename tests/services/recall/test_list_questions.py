@@ -64,6 +64,9 @@ NOT_LIST_QUESTIONS = [
     "How long did it take for Jon to open his studio?",
     "What Jon thinks the ideal dance studio should look like?",
     "What is the status of the business class?",
+    # the plural after an auxiliary is the subject: one thing is asked of it
+    "What did the kids have for dinner?",
+    "What did Jon's friends do for him?",
     # "when" questions ask for the date of one event, even of a plural one
     "When did Melanie go on a hike after the roadtrip?",
     "When did Caroline go to the LGBTQ support group?",
