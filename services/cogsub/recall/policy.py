@@ -6,6 +6,7 @@ so that neither has to import the other for it.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Literal
 
@@ -74,8 +75,11 @@ class RankingPolicy:
     feedback_context: bool = False
 
     def __post_init__(self) -> None:
-        if self.feedback_weight < 0.0:
-            raise ValueError(f"feedback_weight must be at least 0, not {self.feedback_weight}")
+        # NaN fails this too. An infinite weight made the semantic arm NaN and every relevance 0.
+        if not 0.0 <= self.feedback_weight < math.inf:
+            raise ValueError(
+                f"feedback_weight must be at least 0 and finite, not {self.feedback_weight}"
+            )
         if self.feedback_depth < 1:
             raise ValueError(f"feedback_depth must be at least 1, not {self.feedback_depth}")
         if not 0.0 <= self.list_diversity < 1.0:

@@ -124,6 +124,8 @@ def test_without_usable_vectors_feedback_changes_nothing() -> None:
     ("changes", "message"),
     [
         ({"feedback_weight": -0.1}, "feedback_weight must be at least 0"),
+        ({"feedback_weight": float("nan")}, "feedback_weight must be at least 0 and finite"),
+        ({"feedback_weight": float("inf")}, "feedback_weight must be at least 0 and finite"),
         ({"feedback_depth": 0}, "feedback_depth must be at least 1"),
     ],
 )
