@@ -462,6 +462,10 @@ def _boosts(
     # Only one named speaker is a clear cue; "X and Y" questions are about both.
     if len(named) == 1:
         boost *= [1.0 + policy.speaker_boost if s in named else 1.0 for s in speakers]
+    elif named and policy.subject_boost > 0.0:
+        subject = next((name for name in analysis.subjects if name in named), None)
+        if subject is not None:
+            boost *= [1.0 + policy.subject_boost if s == subject else 1.0 for s in speakers]
     if analysis.temporal:
         says = [t.says_when(d) for t, d in zip(traits, docs, strict=True)]
         boost *= [1.0 + policy.temporal_boost if said else 1.0 for said in says]

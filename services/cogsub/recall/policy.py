@@ -46,6 +46,9 @@ class RankingPolicy:
     # The query names the memory's speaker. With names kept out of the vector query
     # (``name_free_vector``) this cue is what ties the answer to the person.
     speaker_boost: float = 1.0
+    # Several speakers named: the first one not owning something (``query.subjects``) is
+    # boosted by this; 0 (off) was kept by leaving one LoCoMo conversation out (ranking.md).
+    subject_boost: float = 0.0
     name_free_vector: bool = True  # embed the query without the names it contains
     # What the vector search embeds: the question as asked ("question") or only what it asks
     # about, its interrogative scaffolding removed ("content", ``query.question_content``).
@@ -79,6 +82,10 @@ class RankingPolicy:
         if not 0.0 <= self.feedback_weight < math.inf:
             raise ValueError(
                 f"feedback_weight must be at least 0 and finite, not {self.feedback_weight}"
+            )
+        if not 0.0 <= self.subject_boost < math.inf:
+            raise ValueError(
+                f"subject_boost must be at least 0 and finite, not {self.subject_boost}"
             )
         if self.feedback_depth < 1:
             raise ValueError(f"feedback_depth must be at least 1, not {self.feedback_depth}")

@@ -156,6 +156,7 @@ class QueryAnalysis:
     temporal: bool
     dates: tuple[DateSpan, ...]
     listing: bool = False  # asks for several things of a kind (:func:`asks_for_list`)
+    subjects: tuple[str, ...] = ()  # names that may be who answers, in order (:func:`subjects`)
 
 
 def analyse_query(text: str) -> QueryAnalysis:
@@ -165,6 +166,7 @@ def analyse_query(text: str) -> QueryAnalysis:
         temporal=bool(_TEMPORAL_QUESTION.search(text)),
         dates=dates_in(text),
         listing=asks_for_list(text),
+        subjects=subjects(text),
     )
 
 
@@ -188,6 +190,21 @@ def facets(text: str) -> tuple[str, ...]:
     before, after = text[: joined.start()], text[joined.end() :]
     originals = [found.group(1) for found in _NAME.finditer(joined.group(0)) if _name(found)]
     return tuple(dict.fromkeys(f"{before}{name}{after}" for name in originals))
+
+
+def subjects(text: str) -> tuple[str, ...]:
+    """The names of ``text`` in order, possessives left out; () when it joins names by "and".
+
+    "What does Melanie think about Caroline's decision?" asks what Melanie said: the
+    first person named, not owning something, is usually the one whose turn answers.
+    Names joined by "and" ("Jon and Gina") are all subjects, so none is chosen.
+    """
+    if _JOINED_NAMES.search(text):
+        return ()
+    named = (
+        _name(found) for found in _NAME.finditer(text) if not _POSSESSIVE.search(found.group(1))
+    )
+    return tuple(dict.fromkeys(name for name in named if name is not None))
 
 
 def _name(found: re.Match[str]) -> str | None:

@@ -133,6 +133,23 @@ def test_the_named_speaker_is_preferred_unless_two_speakers_are_named() -> None:
     assert both["a"].boost == both["b"].boost == 1.0
 
 
+def test_the_subject_of_two_named_speakers_is_preferred_only_when_asked() -> None:
+    by_alice = doc("a", text="Alice: I think adopting is wonderful.")
+    by_bob = doc("b", text="Bob: I decided to adopt.")
+    text_hits = hits((by_alice, 1.0), (by_bob, 1.0))
+    query = "What does Alice think about Bob's decision to adopt?"
+    off = _by_id(_fuse(text_hits, [], query=query))
+    assert off["a"].boost == off["b"].boost == 1.0  # two speakers named: no cue by default
+    on = _by_id(_fuse(text_hits, [], query=query, policy=RankingPolicy(subject_boost=0.25)))
+    assert on["a"].boost == pytest.approx(1.25) and on["b"].boost == 1.0
+    joined = _by_id(
+        _fuse(text_hits, [], query="Do Alice and Bob adopt?", policy=RankingPolicy(subject_boost=1))
+    )
+    assert joined["a"].boost == joined["b"].boost == 1.0
+    with pytest.raises(ValueError, match="subject_boost must be at least 0"):
+        RankingPolicy(subject_boost=-0.5)
+
+
 def test_when_questions_prefer_memories_that_say_when() -> None:
     dated = doc("a", text="I went to the group yesterday.")
     undated = doc("b", text="The group was powerful.")

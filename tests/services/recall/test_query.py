@@ -14,6 +14,7 @@ from cogsub.recall.query import (
     has_time_expression,
     query_names,
     speaker_of,
+    subjects,
     without_names,
 )
 
@@ -24,6 +25,23 @@ def test_names_are_capitalised_words_without_question_words_or_possessives() -> 
     assert query_names("What is Melanie's favourite book?") == {"melanie"}
     assert query_names("When did I meet them in May?") == frozenset()
     assert query_names("what did caroline research") == frozenset()  # no capitals, no names
+
+
+@pytest.mark.parametrize(
+    ("query", "expected"),
+    [
+        ("What does Melanie think about Caroline's decision?", ("melanie",)),
+        ("What does Jon tell Gina he won't do?", ("jon", "gina")),
+        ("What was Melanie's reaction?", ()),
+        ("Did Jon and Gina both dance?", ()),  # both are subjects: none is chosen
+        ("What book did Caroline recommend to Melanie?", ("caroline", "melanie")),
+        ("what did caroline say", ()),
+    ],
+)
+def test_subjects_are_names_in_order_without_possessives_or_joined_names(
+    query: str, expected: tuple[str, ...]
+) -> None:
+    assert subjects(query) == expected
 
 
 @pytest.mark.parametrize(
