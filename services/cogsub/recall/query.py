@@ -376,6 +376,9 @@ _IRREGULAR_PLURALS = frozenset(["children", "people", "men", "women", "feet", "m
 _NOT_PLURAL_ENDINGS = ("ss", "us", "is", "'s", "’s")
 
 
+_DURATIONS = frozenset({"seconds", "minutes", "hours", "days", "weeks", "months", "years"})
+
+
 def asks_for_list(text: str) -> bool:
     """Whether ``text`` asks for several things of a kind, each likely said in its own turn.
 
@@ -398,7 +401,9 @@ def asks_for_list(text: str) -> bool:
         # ..."): the plural after it is the subject of a question about one thing.
         if any(_LIST_AUXILIARY_WORD.fullmatch(word) for word in words):
             return False
-        return _is_plural(words[-1].split("/")[-1])
+        last = words[-1].split("/")[-1]
+        # "How many years has ...": a duration is one quantity, said once.
+        return _is_plural(last) and last.strip("?,.!") not in _DURATIONS
     return False
 
 

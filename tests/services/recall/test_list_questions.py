@@ -67,6 +67,10 @@ NOT_LIST_QUESTIONS = [
     # the plural after an auxiliary is the subject: one thing is asked of it
     "What did the kids have for dinner?",
     "What did Jon's friends do for him?",
+    # a duration is one quantity, said once
+    "How many years has Caroline been a counselor?",
+    "How many hours does Jon practice a day?",
+    "How many months has Gina run her store?",
     # "when" questions ask for the date of one event, even of a plural one
     "When did Melanie go on a hike after the roadtrip?",
     "When did Caroline go to the LGBTQ support group?",
