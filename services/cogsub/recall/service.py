@@ -290,13 +290,24 @@ class MemoryService:
 
     async def recall(self, bank_id: str, request: RecallRequest) -> RecallResponse:
         """The best memories of ``bank_id`` for ``request.query``, with score breakdowns."""
-        prepare = self._embedded_once
         if self._metrics is None:
-            return await recall_by_facets(self._recall, bank_id, request, prepare=prepare)
+            return await self._recalled_by_facets(bank_id, request)
         with self._metrics.timed_recall() as timing:
-            response = await recall_by_facets(self._recall, bank_id, request, prepare=prepare)
+            response = await self._recalled_by_facets(bank_id, request)
             timing.results = len(response.results)
         return response
+
+    async def _recalled_by_facets(self, bank_id: str, request: RecallRequest) -> RecallResponse:
+        return await recall_by_facets(
+            self._recall, bank_id, request, record=self._record, prepare=self._embedded_once
+        )
+
+    def _record(self, bank_id: str, request: RecallRequest, results: Sequence[MemoryHit]) -> None:
+        """What ``request`` put before the agent: shown to its session, returned if it asks."""
+        ids = [r.id for r in results]
+        self._novelty.shown(bank_id, request.session_id, ids)
+        if request.reinforce:
+            self._feedback.returned(bank_id, ids)
 
     def _asked(self, query: str) -> str:
         # Names stay out of the embedded query: every transcript turn names its speaker, so
@@ -325,6 +336,7 @@ class MemoryService:
             await self._query_vectors.embed([text])
 
     async def _recall(self, bank_id: str, request: RecallRequest) -> RecallResponse:
+        """Ranked by the session's novelty, filled; recorded by the caller (``_record``)."""
         filters = SearchFilters(
             bank_id=bank_id,
             fact_types=frozenset(request.types) if request.types is not None else None,
@@ -375,9 +387,6 @@ class MemoryService:
             )
         ranked = await self._reranked(request.query, ranked)
         results, used = await self._fill(bank_id, ranked, request)
-        self._novelty.shown(bank_id, request.session_id, [r.id for r in results])
-        if request.reinforce:
-            self._feedback.returned(bank_id, [r.id for r in results])
         return RecallResponse(
             bank_id=bank_id,
             query=request.query,

@@ -255,6 +255,6 @@ async def test_a_question_about_two_people_asks_the_model_once_per_distinct_text
         request = RecallRequest(query="Did Melanie and Caroline both paint?", k=3, reinforce=False)
         response = await service.recall(BANK, request)
         assert response.results
-        # The question and its two facets, names left out of the vector query: the facets
-        # ("Did Melanie both paint?", "Did Caroline both paint?") share one text.
-        assert model.embedded == ["Did and both paint?", "Did both paint?"]
+        # Its two facets, names left out of the vector query ("Did Melanie both paint?",
+        # "Did Caroline both paint?"), share one text, embedded once.
+        assert model.embedded == ["Did both paint?"]
