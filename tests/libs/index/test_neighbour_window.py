@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import random
 
-from cogsub.index.sqlite.window import Anchor, Span, SpanRow, around, spans
+from cogsub.index.sqlite.window import Anchor, AskedRow, Span, SpanRow, around, spans, with_asked
 
 Stored = tuple[str, int, str]  # (session, ts_us, event_id) of a row in the bank
 
@@ -131,3 +131,57 @@ def test_the_window_from_spans_equals_the_definition_on_random_banks() -> None:
         assert window(anchors, stored, each_side, reach, skip) == expected, seed
         compared += bool(expected)
     assert compared > 200
+
+
+def test_rows_found_per_anchor_join_the_rows_read_once_each_in_order() -> None:
+    rows: list[SpanRow[str]] = [(0, 10, "a", "a"), (0, 20, "b", "b")]
+    found: list[AskedRow[str]] = [
+        (2, 1, 40, "h", "h"), (1, 0, 20, "d", "d"), (2, 0, 20, "d", "d"), (0, 1, 20, "b", "b"),
+    ]  # fmt: skip
+    assert with_asked(rows, [0, 3, 3], found) == [
+        (0, 10, "a", "a"), (0, 20, "b", "b"), (3, 20, "d", "d"), (3, 40, "h", "h"),
+    ]  # fmt: skip
+    assert with_asked([], [], []) == []
+
+
+def asked_for(
+    anchors: list[Anchor], stored: list[Stored], each_side: int, reach: int, numbers: set[int]
+) -> list[AskedRow[str]]:
+    """What the query per anchor and side finds for the anchors ``numbers``, shuffled."""
+    found: list[AskedRow[str]] = []
+    for n in numbers:
+        anchor = anchors[n]
+        place = (anchor.at_us, anchor.event_id)
+        same = [(ts, e) for session, ts, e in stored if session == anchor.session_id]
+        before = [r for r in same if r < place and r[0] >= anchor.at_us - reach]
+        after = [r for r in same if r > place and r[0] <= anchor.at_us + reach]
+        found += [(n, 0, ts, e, e) for ts, e in sorted(before, reverse=True)[:each_side]]
+        found += [(n, 1, ts, e, e) for ts, e in sorted(after)[:each_side]]
+    random.Random(len(found)).shuffle(found)
+    return found
+
+
+def test_spans_read_and_anchors_asked_merge_as_the_definition_orders_them() -> None:
+    compared = asked_some = 0
+    for seed in range(400):
+        rng = random.Random(seed)
+        stored = [
+            (rng.choice("st"), rng.randrange(0, 60), f"e{n:02d}") for n in range(rng.randrange(40))
+        ]
+        anchors = [Anchor(rng.choice("stu"), rng.randrange(-5, 65), f"e{rng.randrange(45):02d}")]
+        anchors += [Anchor(*row) for row in rng.sample(stored, min(rng.randrange(6), len(stored)))]
+        rng.shuffle(anchors)
+        each_side, reach = rng.randrange(1, 5), rng.choice([0, 1, 3, 10, 100])
+        skip = {f"e{rng.randrange(45):02d}" for _ in range(rng.randrange(0, 6))}
+        found, span_of = spans(anchors, reach)
+        dense = {n for n in range(len(found)) if rng.random() < 0.5}  # as the reader would say
+        rows = [row for row in read(found, stored) if row[0] not in dense]
+        numbers = {n for n, span in enumerate(span_of) if span in dense}
+        asked = asked_for(anchors, stored, each_side, reach, numbers)
+        chosen = around(anchors, span_of, with_asked(rows, span_of, asked), each_side, reach, skip)
+        expected = slow_window(anchors, stored, each_side, reach, skip)
+        assert [row[2] for row in chosen] == expected, seed
+        compared += bool(expected)
+        asked_some += bool(numbers) and len(numbers) < len(anchors)
+    assert compared > 200
+    assert asked_some > 100  # calls that mixed spans read with anchors asked

@@ -21,6 +21,7 @@ from cogsub.core import FactType, IndexDocument
 from cogsub.index.ports import SearchFilters
 from cogsub.index.sqlite import SqliteMemoryIndex, reads
 from cogsub.index.sqlite.columns import timestamp_us
+from cogsub.index.sqlite.window import Anchor, spans
 from tests.contract.index_contract import BASE_TIME, make_doc
 
 DIMENSION = 4
@@ -197,15 +198,31 @@ def test_spans_over_the_row_cap_fall_back_to_the_same_rows(
     conn: sqlite3.Connection, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setattr(reads, "_SPAN_ROWS_PER_TURN", 0)  # any row is too many
-    fell_back = 0
+    monkeypatch.setattr(reads, "_SPAN_ROWS_ANYWAY", 0)
+    counted = counting(monkeypatch)
     for ask in asks(conn):
         expected = oracle_doc_ids(conn, *ask)
         assert reads.neighbour_doc_ids(conn, *ask) == expected, ask
-        fell_back += reads._in_spans(conn, *ask) is None
-    assert fell_back > SEEDS  # the cap was met, so the fallback was compared too
+    assert sum(len(dense) for dense in counted) > SEEDS  # so the fallback was compared too
 
 
-async def test_a_dense_session_is_asked_per_anchor_with_the_same_turns(data_dir: Path) -> None:
+def counting(monkeypatch: pytest.MonkeyPatch) -> list[set[int]]:
+    """The dense spans of each read that stopped and counted its spans' rows instead."""
+    counted: list[set[int]] = []
+    real = reads._counted_spans
+
+    def counted_spans(*args: Any) -> tuple[list[Any], set[int]]:
+        found = real(*args)
+        counted.append(found[1])
+        return found
+
+    monkeypatch.setattr(reads, "_counted_spans", counted_spans)
+    return counted
+
+
+async def test_a_dense_session_is_asked_per_anchor_with_the_same_turns(
+    data_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     path = data_dir / "dense.sqlite3"
     index = SqliteMemoryIndex(path)
     await index.ensure(dimension=DIMENSION)
@@ -220,10 +237,106 @@ async def test_a_dense_session_is_asked_per_anchor_with_the_same_turns(data_dir:
     conn = sqlite3.connect(path, isolation_level=None)
     try:
         ask = (SearchFilters(bank_id="dense"), [turns[60]], 2, None, set[str]())
-        assert reads._in_spans(conn, *ask) is None  # the whole session is 120 rows, not 12
+        counted = counting(monkeypatch)
         by_id = {d: e for d, e in conn.execute("SELECT doc_id, event_id FROM documents")}
         found = [by_id[d] for d in reads.neighbour_doc_ids(conn, *ask)]
+        assert counted == [{0}]  # the whole session is 120 rows, not 12: asked per anchor
         assert found == ["dense-t059", "dense-t058", "dense-t061", "dense-t062"]
         assert reads.neighbour_doc_ids(conn, *ask) == oracle_doc_ids(conn, *ask)
     finally:
         conn.close()
+
+
+def mixed_bank(rng: random.Random, bank: str) -> list[IndexDocument]:
+    """Dense sessions (a turn a second, tens of them) beside sparse ones (a few turns)."""
+    docs = []
+    for s in range(rng.randrange(2, 5)):
+        dense = rng.random() < 0.5
+        count = rng.randrange(130, 260) if dense else rng.randrange(1, 6)
+        gap = 1 if dense else 10
+        docs += [
+            make_doc(
+                bank,
+                f"s{s}-{n:03d}",
+                dimension=DIMENSION,
+                timestamp=BASE_TIME + timedelta(seconds=gap * n + rng.randrange(0, 2)),
+                tags=rng.sample(TAGS, rng.randrange(0, 2)),
+                session_id=f"{bank}-s{s}",
+            )
+            for n in range(count)
+        ]
+    return docs
+
+
+MIXED = 20
+
+
+def span_count(anchors: list[IndexDocument], window_us: int | None) -> int:
+    placed = [Anchor(str(a.session_id), timestamp_us(a.timestamp), a.event_id) for a in anchors]
+    return len(spans(placed, 2**62 if window_us is None else window_us)[0])
+
+
+@pytest.fixture
+async def mixed_file(data_dir: Path) -> AsyncIterator[Path]:
+    path = data_dir / "mixed.sqlite3"
+    index = SqliteMemoryIndex(path)
+    await index.ensure(dimension=DIMENSION)
+    await index.upsert(
+        [d for seed in range(MIXED) for d in mixed_bank(random.Random(seed), f"m{seed}")]
+    )
+    await index.close()
+    yield path
+
+
+def test_dense_and_sparse_spans_of_one_call_give_the_per_anchor_rows(
+    mixed_file: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    conn = sqlite3.connect(mixed_file, isolation_level=None)
+    counted = counting(monkeypatch)
+    mixed = 0
+    try:
+        for seed in range(MIXED):
+            rng = random.Random(seed)
+            bank = f"m{seed}"
+            docs = mixed_bank(rng, bank)
+            for _ in range(6):
+                # Some anchors anywhere (mostly in dense sessions), one in each of some sessions.
+                anchors = rng.sample(docs, rng.randrange(1, 8))
+                by_session = {d.session_id: d for d in rng.sample(docs, len(docs))}
+                anchors += [d for d in by_session.values() if rng.random() < 0.6]
+                filters = SearchFilters(
+                    bank_id=bank, tags_any=rng.choice([None, None, frozenset({"red"})])
+                )
+                window_us = rng.choice([None, 3_000_000, 30_000_000, 120_000_000])
+                skip = {d.event_id for d in rng.sample(docs, min(len(docs), rng.randrange(4)))}
+                ask = (filters, anchors, rng.randrange(1, 4), window_us, skip)
+                before = len(counted)
+                assert reads.neighbour_doc_ids(conn, *ask) == oracle_doc_ids(conn, *ask), ask
+                many = span_count(anchors, window_us)
+                mixed += len(counted) > before and 0 < len(counted[-1]) < many
+    finally:
+        conn.close()
+    assert mixed > 10  # calls where some spans were read and others asked per anchor
+
+
+def test_every_span_dense_is_asked_per_anchor_with_the_same_rows(
+    mixed_file: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(reads, "_SPAN_ROWS_PER_TURN", 0)  # any row is too many
+    monkeypatch.setattr(reads, "_SPAN_ROWS_ANYWAY", 0)
+    conn = sqlite3.connect(mixed_file, isolation_level=None)
+    counted = counting(monkeypatch)
+    found = 0
+    try:
+        for seed in range(MIXED):
+            docs = mixed_bank(random.Random(seed), f"m{seed}")
+            ask = (SearchFilters(bank_id=f"m{seed}"), docs[::5], 2, None, set[str]())
+            expected = oracle_doc_ids(conn, *ask)
+            assert reads.neighbour_doc_ids(conn, *ask) == expected, seed
+            # Each anchor's session is one span (no window) and none of them was read.
+            assert counted[-1] == set(range(len({d.session_id for d in docs[::5]}))), seed
+            found += len(expected)
+    finally:
+        conn.close()
+    assert len(counted) == MIXED
+    assert found > 10 * MIXED

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import sqlite3
+from bisect import bisect_left
 from collections.abc import Sequence
 from contextlib import AbstractContextManager, nullcontext
 from dataclasses import replace
@@ -17,7 +18,7 @@ from cogsub.core.documents import IndexDocument
 from cogsub.core.events import FactType
 from cogsub.index.ports import Hit, SearchFilters, replay_order
 from cogsub.index.sqlite.columns import document, epoch_us, timestamp_us
-from cogsub.index.sqlite.window import Anchor, SpanRow, around, spans
+from cogsub.index.sqlite.window import Anchor, Span, SpanRow, around, spans, with_asked
 from cogsub.sqlite_support import transaction
 
 # Replay order, as the replay index keeps it, and the rows strictly after a cursor in it.
@@ -55,21 +56,43 @@ _AROUND_IDS = _AROUND.replace("{columns}", "near.doc_id")
 _AROUND = _AROUND.replace("{columns}", "near.body, near.embedding")
 # Every row of each span (one session's timestamps lo_us to hi_us, see :mod:`.window`), a
 # range of the session index each, in one statement: a correlated LIMIT query per anchor
-# and side (``_AROUND``) cost most of the window's time in seeks. Bounded: a span over a
-# dense session reads it whole, and a span row costs about a quarter of a row found per
-# anchor (0.65 against 2.6 us, on the LoCoMo banks), so past ``_SPAN_ROWS_PER_TURN`` rows
-# for each turn the window may return, it stops reading and asks per anchor instead.
+# and side (``_AROUND``) cost most of the window's time in seeks. Bounded per span: a span
+# over a dense session would read it whole, and a span row costs about a quarter of a row
+# found per anchor (0.65 against 2.6 us, on the LoCoMo banks), so past
+# ``_SPAN_ROWS_PER_TURN`` rows for each turn a span's anchors may return, its read stops
+# and ``_COUNTED_SPANS`` reads again, asking per anchor for the dense spans only.
 # CROSS JOIN keeps the spans outside: the planner otherwise walked the bank per span list.
 # Rows name their span by number: its session string, a column of the CTE, was extracted
 # from the JSON again for every row (two thirds of the statement's time).
-_IN_SPANS = (
-    "WITH span (n, session_id, lo_us, hi_us) AS (SELECT key, json_extract(value, '$[0]'),"
-    " json_extract(value, '$[1]'), json_extract(value, '$[2]') FROM json_each(?))"
+_SPAN = (
     " SELECT span.n, d.ts_us, d.event_id, d.doc_id FROM span CROSS"
     " JOIN documents AS d ON json_extract(d.body, '$.session_id') = span.session_id"
-    " AND d.ts_us BETWEEN span.lo_us AND span.hi_us WHERE {where} LIMIT ?"
+    " AND d.ts_us BETWEEN span.lo_us AND span.hi_us WHERE {where}"
 )
+_IN_SPANS = (
+    "WITH span (n, session_id, lo_us, hi_us) AS (SELECT key, json_extract(value, '$[0]'),"
+    " json_extract(value, '$[1]'), json_extract(value, '$[2]') FROM json_each(?))" + _SPAN
+)
+# The same, but a span holding more than a bound of rows (of its session, filters aside) is
+# not read: it comes back as one row numbered -1 - n (sorting first). Counting walks the
+# index only (OFFSET builds no row), a tenth of the cost of reading; first reading all spans
+# saves even that when none is dense.
+_COUNTED_SPANS = (
+    "WITH span (n, session_id, lo_us, hi_us, dense) AS MATERIALIZED (SELECT key,"
+    " json_extract(value, '$[0]'), json_extract(value, '$[1]'), json_extract(value, '$[2]'),"
+    " (SELECT 1 FROM documents AS s WHERE s.bank_id = ?"
+    " AND json_extract(s.body, '$.session_id') = json_extract(value, '$[0]')"
+    " AND s.ts_us BETWEEN json_extract(value, '$[1]') AND json_extract(value, '$[2]')"
+    " LIMIT 1 OFFSET ?) FROM json_each(?))"
+    " SELECT -1 - span.n, 0, '', 0 FROM span WHERE span.dense UNION ALL"
+    + _SPAN.replace("WHERE {where}", "WHERE span.dense IS NULL AND {where}")
+)
+# Rows fetched between two looks at the span being read: how far past its bound it may go.
+_FETCH = 256
 _SPAN_ROWS_PER_TURN = 3
+# A span of this many rows is read whole whatever its anchors: a second statement and the
+# count cost more (a LoCoMo session, ~22 turns, with one anchor asked again 1 call in 5).
+_SPAN_ROWS_ANYWAY = 64
 # Listed ids of one bank, found through the (bank_id, event_id) identity index.
 BY_IDS_IN_BANK = "bank_id = ? AND event_id IN (SELECT value FROM json_each(?))"
 
@@ -163,10 +186,9 @@ def _in_spans(
     window_us: int | None,
     skip: set[str],
 ) -> list[SpanRow[int]] | None:
-    """The window's rows (``doc_id`` each) from one read of the anchors' spans.
+    """The window's rows (``doc_id`` each): spans read whole, dense ones asked per anchor.
 
-    ``None`` when the spans hold too many rows (see ``_SPAN_ROWS_PER_TURN``), or
-    ``each_side`` is negative (SQLite's "no LIMIT"): then ``_around`` asks per anchor.
+    ``None`` when ``each_side`` is negative (SQLite's "no LIMIT"): then ``_around`` asks.
     """
     if each_side < 0:
         return None
@@ -179,16 +201,74 @@ def _in_spans(
         return []
     reach = _MAX_REACH_US if window_us is None else window_us
     found, span_of = spans(placed, reach)
+    rows, dense = _read_spans(conn, filters, found, span_of, each_side)
+    if dense:
+        asked = [n for n, span in enumerate(span_of) if span in dense]
+        nearest = _per_anchor(conn, filters, placed, asked, each_side, reach)
+        rows = with_asked(rows, span_of, nearest)
+    return around(placed, span_of, rows, each_side, reach, skip)
+
+
+def _read_spans(
+    conn: sqlite3.Connection,
+    filters: SearchFilters,
+    found: Sequence[Span],
+    span_of: Sequence[int],
+    each_side: int,
+) -> tuple[list[SpanRow[int]], set[int]]:
+    """The rows of the spans read whole, and the numbers of the spans too dense to read."""
+    per_anchor = _SPAN_ROWS_PER_TURN * 2 * each_side  # a span's bound, for each of its anchors
     listed = json.dumps([[span.session_id, span.lo_us, span.hi_us] for span in found])
     where, params = filter_sql(filters)
-    most = _SPAN_ROWS_PER_TURN * 2 * each_side * len(placed)
-    rows: list[SpanRow[int]] = conn.execute(
-        _IN_SPANS.format(where=where), (listed, *params, most + 1)
-    ).fetchall()
-    if len(rows) > most:
-        return None
+    cursor = conn.execute(_IN_SPANS.format(where=where), (listed, *params))
+    rows: list[SpanRow[int]] = []
+    try:
+        while batch := cursor.fetchmany(_FETCH):
+            rows += batch
+            span = rows[-1][0]
+            # Rows come span after span in index order: the last span's rows end the list.
+            # Were they not, this count would only be wrong about cost, never about rows.
+            if len(rows) - bisect_left(rows, (span,)) > _span_bound(per_anchor, span_of, span):
+                most = max(_span_bound(per_anchor, span_of, n) for n in range(len(found)))
+                return _counted_spans(conn, filters, listed, most)
+    finally:
+        cursor.close()
     rows.sort()  # read span after span in index order already: one pass, no premise
-    return around(placed, span_of, rows, each_side, reach, skip)
+    return rows, set()
+
+
+def _span_bound(per_anchor: int, span_of: Sequence[int], span: int) -> int:
+    return max(_SPAN_ROWS_ANYWAY, per_anchor * span_of.count(span))
+
+
+def _counted_spans(
+    conn: sqlite3.Connection, filters: SearchFilters, listed: str, bound: int
+) -> tuple[list[SpanRow[int]], set[int]]:
+    """As :func:`_read_spans`, a span being dense when it holds over ``bound`` rows."""
+    where, params = filter_sql(filters)
+    rows: list[SpanRow[int]] = conn.execute(
+        _COUNTED_SPANS.format(where=where), (filters.bank_id, bound, listed, *params)
+    ).fetchall()
+    rows.sort()
+    over = bisect_left(rows, (0,))  # the dense spans' rows, numbered below 0
+    return rows[over:] if over else rows, {-1 - row[0] for row in rows[:over]}
+
+
+def _per_anchor(
+    conn: sqlite3.Connection,
+    filters: SearchFilters,
+    placed: Sequence[Anchor],
+    asked: Sequence[int],
+    each_side: int,
+    reach_us: int,
+) -> list[tuple[int, int, int, str, int]]:
+    """(anchor number, side, ts_us, event_id, doc_id) of the asked anchors' turns."""
+    where, params = filter_sql(filters)
+    listed = [[n, placed[n].session_id, placed[n].at_us, placed[n].event_id] for n in asked]
+    return conn.execute(
+        _AROUND_IDS.format(where=where),
+        (json.dumps(listed), *params, reach_us, each_side, *params, reach_us, each_side),
+    ).fetchall()
 
 
 def _snapshot(conn: sqlite3.Connection) -> AbstractContextManager[None]:

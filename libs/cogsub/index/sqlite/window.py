@@ -5,23 +5,28 @@ each session, the rows within reach of any of its anchors (:func:`spans`: the
 anchors' reaches merged where they overlap), then picks each anchor's turns from
 them (:func:`around`). An anchor's span holds every row within its reach, so its
 span's rows in (ts_us, event_id) order, cut at the reach, hold exactly the turns a
-query per anchor and side would find.
+query per anchor and side would find. A span too dense to read whole is replaced by
+the rows those queries found for its anchors (:func:`with_asked`): the nearest rows of
+each, so around each anchor nothing that it would pick is missing from them.
 """
 
 from __future__ import annotations
 
 from bisect import bisect_left
-from collections.abc import Collection, Iterator, Sequence
+from collections.abc import Collection, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import TypeVar
 
-__all__ = ["Anchor", "Span", "SpanRow", "around", "spans"]
+__all__ = ["Anchor", "AskedRow", "Span", "SpanRow", "around", "spans", "with_asked"]
 
 _P = TypeVar("_P")
 
 #: A row read in a span: (span number, ts_us, event_id, what the caller read of it).
 #: Plain tuples: a recall reads hundreds, as SQLite hands them over, and sorts them as is.
 SpanRow = tuple[int, int, str, _P]
+#: A row found by the query per anchor and side: (anchor number, side: 0 before, 1 after,
+#: ts_us, event_id, what the caller read of it).
+AskedRow = tuple[int, int, int, str, _P]
 
 
 @dataclass(frozen=True)
@@ -88,6 +93,23 @@ def around(
             if row[2] not in skip:
                 chosen.setdefault(row[2], row)
     return list(chosen.values())
+
+
+def with_asked(
+    rows: Iterable[SpanRow[_P]], span_of: Sequence[int], asked: Iterable[AskedRow[_P]]
+) -> list[SpanRow[_P]]:
+    """``rows`` and the rows found per anchor, as rows of the anchors' spans, once each, sorted.
+
+    Each asked anchor found its nearest rows on each side: every row of its span between
+    it and the farthest of them, and when fewer than ``each_side``, every row within reach.
+    Mixed with its span's other anchors' rows, they are still its nearest, so :func:`around`
+    picks the same turns from them as from the whole span, provided every anchor of the
+    span was asked.
+    """
+    placed = {row[:3]: row for row in rows}
+    for n, _, at_us, event_id, payload in asked:
+        placed.setdefault((span_of[n], at_us, event_id), (span_of[n], at_us, event_id, payload))
+    return sorted(placed.values())
 
 
 def _before(
