@@ -58,9 +58,10 @@ _AROUND = _AROUND.replace("{columns}", "near.body, near.embedding")
 # range of the session index each, in one statement: a correlated LIMIT query per anchor
 # and side (``_AROUND``) cost most of the window's time in seeks. Bounded per span: a span
 # over a dense session would read it whole, and a span row costs about a quarter of a row
-# found per anchor (0.65 against 2.6 us, on the LoCoMo banks), so past
-# ``_SPAN_ROWS_PER_TURN`` rows for each turn a span's anchors may return, its read stops
-# and ``_COUNTED_SPANS`` reads again, asking per anchor for the dense spans only.
+# found per anchor (0.65 against 2.6 us, on the LoCoMo banks), so a span holding more than
+# ``_SPAN_ROWS_PER_TURN`` rows for each turn its anchors may return is asked per anchor.
+# Past ``_SPAN_ROWS_ANYWAY`` rows of one span the read stops, and ``_COUNTED_SPANS``
+# reads again, counting each span's rows before reading it.
 # CROSS JOIN keeps the spans outside: the planner otherwise walked the bank per span list.
 # Rows name their span by number: its session string, a column of the CTE, was extracted
 # from the JSON again for every row (two thirds of the statement's time).
@@ -87,7 +88,8 @@ _COUNTED_SPANS = (
     " SELECT -1 - span.n, 0, '', 0 FROM span WHERE span.dense UNION ALL"
     + _SPAN.replace("WHERE {where}", "WHERE span.dense IS NULL AND {where}")
 )
-# Rows fetched between two looks at the span being read: how far past its bound it may go.
+# Rows fetched between two looks at the span being read, after a first look as soon as
+# one span could hold more than ``_SPAN_ROWS_ANYWAY`` rows: a dense session is seen early.
 _FETCH = 256
 _SPAN_ROWS_PER_TURN = 3
 # A span of this many rows is read whole whatever its anchors: a second statement and the
@@ -217,28 +219,24 @@ def _read_spans(
     each_side: int,
 ) -> tuple[list[SpanRow[int]], set[int]]:
     """The rows of the spans read whole, and the numbers of the spans too dense to read."""
-    per_anchor = _SPAN_ROWS_PER_TURN * 2 * each_side  # a span's bound, for each of its anchors
     listed = json.dumps([[span.session_id, span.lo_us, span.hi_us] for span in found])
     where, params = filter_sql(filters)
     cursor = conn.execute(_IN_SPANS.format(where=where), (listed, *params))
     rows: list[SpanRow[int]] = []
     try:
-        while batch := cursor.fetchmany(_FETCH):
+        while batch := cursor.fetchmany(_FETCH if rows else _SPAN_ROWS_ANYWAY + 1):
             rows += batch
             span = rows[-1][0]
             # Rows come span after span in index order: the last span's rows end the list.
             # Were they not, this count would only be wrong about cost, never about rows.
-            if len(rows) - bisect_left(rows, (span,)) > _span_bound(per_anchor, span_of, span):
-                most = max(_span_bound(per_anchor, span_of, n) for n in range(len(found)))
-                return _counted_spans(conn, filters, listed, most)
+            if len(rows) - bisect_left(rows, (span,)) > _SPAN_ROWS_ANYWAY:
+                per_anchor = _SPAN_ROWS_PER_TURN * 2 * each_side
+                most = max(map(span_of.count, range(len(found)))) * per_anchor
+                return _counted_spans(conn, filters, listed, max(most, _SPAN_ROWS_ANYWAY))
     finally:
         cursor.close()
     rows.sort()  # read span after span in index order already: one pass, no premise
     return rows, set()
-
-
-def _span_bound(per_anchor: int, span_of: Sequence[int], span: int) -> int:
-    return max(_SPAN_ROWS_ANYWAY, per_anchor * span_of.count(span))
 
 
 def _counted_spans(
