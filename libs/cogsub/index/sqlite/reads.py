@@ -59,7 +59,8 @@ _AROUND = _AROUND.replace("{columns}", "near.body, near.embedding")
 # and side (``_AROUND``) cost most of the window's time in seeks. Bounded per span: a span
 # over a dense session would read it whole, and a span row costs about a quarter of a row
 # found per anchor (0.65 against 2.6 us, on the LoCoMo banks), so a span holding more than
-# ``_SPAN_ROWS_PER_TURN`` rows for each turn its anchors may return is asked per anchor.
+# ``_SPAN_ROWS_PER_TURN`` rows for each turn the most crowded span's anchors may return is
+# asked per anchor (one bound for all: SQLite takes no OFFSET from a column).
 # Past ``_SPAN_ROWS_ANYWAY`` rows of one span the read stops, and ``_COUNTED_SPANS``
 # reads again, counting each span's rows before reading it.
 # CROSS JOIN keeps the spans outside: the planner otherwise walked the bank per span list.
@@ -93,7 +94,7 @@ _COUNTED_SPANS = (
 _FETCH = 256
 _SPAN_ROWS_PER_TURN = 3
 # A span of this many rows is read whole whatever its anchors: a second statement and the
-# count cost more (a LoCoMo session, ~22 turns, with one anchor asked again 1 call in 5).
+# count cost more (without this floor, 1 LoCoMo call in 5 counted a ~22-turn session).
 _SPAN_ROWS_ANYWAY = 64
 # Listed ids of one bank, found through the (bank_id, event_id) identity index.
 BY_IDS_IN_BANK = "bank_id = ? AND event_id IN (SELECT value FROM json_each(?))"
