@@ -50,10 +50,9 @@ _AROUND = (
     + " UNION ALL "
     + _SIDE.format(side=1, compare=">", bound="<=", sign="+", order="ASC")
 )
-# Recall's window reads ids first: anchors share neighbours, and a row read once per anchor
+# The window reads ids first: anchors share neighbours, and a row read once per anchor
 # carried its body and vector each time (most of the window's cost).
 _AROUND_IDS = _AROUND.replace("{columns}", "near.doc_id")
-_AROUND = _AROUND.replace("{columns}", "near.body, near.embedding")
 # Every row of each span (one session's timestamps lo_us to hi_us, see :mod:`.window`), a
 # range of the session index each, in one statement: a correlated LIMIT query per anchor
 # and side (``_AROUND``) cost most of the window's time in seeks. Bounded per span: a span
@@ -153,9 +152,6 @@ def neighbour_rows(
     """
     with _snapshot(conn):
         chosen = _in_spans(conn, filters, anchors, each_side, window_us, skip)
-        if chosen is None:
-            found = _around(conn, _AROUND, filters, anchors, each_side, window_us, skip)
-            return [(event_id, body, blob) for event_id, (body, blob) in found.items()]
         rows = conn.execute(
             "SELECT doc_id, body, embedding FROM documents"
             " WHERE doc_id IN (SELECT value FROM json_each(?))",
@@ -174,11 +170,7 @@ def neighbour_doc_ids(
     skip: set[str],
 ) -> list[int]:
     """The ``doc_id`` of each row :func:`neighbour_rows` would return, in its order."""
-    chosen = _in_spans(conn, filters, anchors, each_side, window_us, skip)
-    if chosen is None:
-        found = _around(conn, _AROUND_IDS, filters, anchors, each_side, window_us, skip)
-        return [doc_id for (doc_id,) in found.values()]
-    return [row[3] for row in chosen]
+    return [row[3] for row in _in_spans(conn, filters, anchors, each_side, window_us, skip)]
 
 
 def _in_spans(
@@ -188,13 +180,11 @@ def _in_spans(
     each_side: int,
     window_us: int | None,
     skip: set[str],
-) -> list[SpanRow[int]] | None:
+) -> list[SpanRow[int]]:
     """The window's rows (``doc_id`` each): spans read whole, dense ones asked per anchor.
 
-    ``None`` when ``each_side`` is negative (SQLite's "no LIMIT"): then ``_around`` asks.
+    ``each_side`` is not negative (the facade refuses it; in SQL it would mean no LIMIT).
     """
-    if each_side < 0:
-        return None
     placed = [
         Anchor(a.session_id, timestamp_us(a.timestamp), a.event_id)
         for a in anchors
@@ -273,40 +263,6 @@ def _per_anchor(
 def _snapshot(conn: sqlite3.Connection) -> AbstractContextManager[None]:
     """A read transaction, unless ``conn`` is in one already (the writer's, in memory)."""
     return nullcontext() if conn.in_transaction else transaction(conn, write=False)
-
-
-def _around(
-    conn: sqlite3.Connection,
-    sql: str,
-    filters: SearchFilters,
-    anchors: Sequence[IndexDocument],
-    each_side: int,
-    window_us: int | None,
-    skip: set[str],
-) -> dict[str, tuple[Any, ...]]:
-    """event_id -> the columns ``sql`` selects after it, nearest first per anchor and side."""
-    if not anchors:
-        return {}
-    where, params = filter_sql(filters)
-    reach = _MAX_REACH_US if window_us is None else window_us
-    placed = [
-        [n, a.session_id, timestamp_us(a.timestamp), a.event_id] for n, a in enumerate(anchors)
-    ]
-    rows = conn.execute(
-        sql.format(where=where),
-        (json.dumps(placed), *params, reach, each_side, *params, reach, each_side),
-    ).fetchall()
-    sides: dict[tuple[int, int], list[tuple[Any, ...]]] = {}
-    for n, side, *row in rows:
-        sides.setdefault((n, side), []).append(tuple(row))
-    wanted: dict[str, tuple[Any, ...]] = {}
-    for (_, side), found in sorted(sides.items(), key=lambda item: item[0]):
-        # Nearest first: the turns before in descending (ts_us, event_id) order.
-        found.sort(key=lambda row: (row[0], row[1]), reverse=side == 0)
-        for _, event_id, *columns in found:
-            if event_id not in skip and event_id not in wanted:
-                wanted[event_id] = tuple(columns)
-    return wanted
 
 
 def scan(
