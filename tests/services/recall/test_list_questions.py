@@ -13,7 +13,7 @@ from datetime import UTC, datetime
 
 import numpy as np
 import pytest
-from hypothesis import given, settings
+from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
 from cogsub.recall.fusion import Candidate, Pool, contextual_pool
@@ -130,6 +130,9 @@ def test_near_duplicates_last_follows_its_definition(
     raw: list[tuple[float, float, float]], threshold: float
 ) -> None:
     vectors = _unit(*raw) if raw else np.zeros((0, 3))
+    # a cosine within rounding of the threshold sides differently in a matrix product
+    # and in one dot product; the definition says nothing about such a pair
+    assume(np.all(np.abs(vectors @ vectors.T - threshold) > 1e-9))
     rows = list(range(len(raw)))
     kept: list[int] = []
     for row in rows:  # the definition, one pair at a time
