@@ -76,6 +76,9 @@ _MAY_DATE = re.compile(r"\bmay\s+\d|\d(?:st|nd|rd|th)?\s+may\b")
 _NAME = re.compile(r"\b([A-Z][\w'’-]*[\w])")
 _POSSESSIVE = re.compile(r"['’]s$")
 _SPACES = re.compile(r"\s+")
+# Where without_names cut a name, and a list of such places joined by "and", "or", "&", ",".
+_CUT = "\x00"
+_JOINED_CUTS = re.compile(r"\x00(?:\s*(?:,|&|\band\b|\bor\b)\s*\x00)+")
 # A transcript line: "Name: text", the name being one to three capitalised words.
 _SPEAKER = re.compile(r"^\s*([A-Z][\w'’.-]*(?:\s+[A-Z][\w'’.-]*){0,2})\s*:\s")
 # Capitalised words that open questions or are pronouns; never names.
@@ -228,9 +231,11 @@ def without_names(text: str) -> str:
     or to that person rather than toward what the question asks about. The
     name still counts through BM25 and the speaker cue.
     """
-    kept = _NAME.sub(lambda found: "" if _name(found) else found.group(0), text)
-    if kept == text:
+    marked = _NAME.sub(lambda found: _CUT if _name(found) else found.group(0), text)
+    if marked == text:
         return text  # no names: left exactly as written
+    # "Jon and Gina" goes whole: a lone "and" would be all the vector saw of the pair
+    kept = _JOINED_CUTS.sub(_CUT, marked).replace(_CUT, "")
     kept = _SPACES.sub(" ", kept).strip()
     return kept if _WORD.search(kept.lower()) else text
 
@@ -369,8 +374,9 @@ _LIST_OPENINGS = (
     re.compile(
         rf"^(?:what|which|how\s+many)\s+(?P<object>(?:\S+\s+){{0,2}}\S+)\s+{_LIST_AUXILIARY}\s"
     ),
-    # "What has Melanie painted?", "Where has Melanie camped?": done more than once.
-    re.compile(r"^(?:what|where)\s+(?:has|have)\s+\S+(?:\s+\S+)?\s+\S+ed\b"),
+    # "What has Melanie painted?", "Where has Melanie camped?": done more than once; not
+    # "What has Caroline decided to pursue?", one aim.
+    re.compile(r"^(?:what|where)\s+(?:has|have)\s+\S+(?:\s+\S+)?\s+\S+ed\b(?!\s+to\b)"),
 )
 _IRREGULAR_PLURALS = frozenset(["children", "people", "men", "women", "feet", "mice"])
 _NOT_PLURAL_ENDINGS = ("ss", "us", "is", "'s", "’s")

@@ -67,6 +67,9 @@ NOT_LIST_QUESTIONS = [
     # the plural after an auxiliary is the subject: one thing is asked of it
     "What did the kids have for dinner?",
     "What did Jon's friends do for him?",
+    # a past participle then "to": one aim or plan
+    "What has Caroline decided to pursue?",
+    "Where have Jon and Gina planned to travel?",
     # a duration is one quantity, said once
     "How many years has Caroline been a counselor?",
     "How many hours does Jon practice a day?",

@@ -135,8 +135,12 @@ def test_names_and_possessives_leave_the_query_that_is_embedded() -> None:
     assert without_names("What instruments does Melanie play?") == "What instruments does play?"
     assert without_names("What is Caroline's identity?") == "What is identity?"
     assert without_names("How do Jon and Gina both like to destress?") == (
-        "How do and both like to destress?"
+        "How do both like to destress?"
     )
+    assert without_names("What did Jon, Gina & Jean do?") == "What did do?"
+    assert without_names("Did Jon or Gina go?") == "Did go?"
+    # only names are joined away: an "and" between other words stays
+    assert without_names("Did Jon paint and draw?") == "Did paint and draw?"
 
 
 def test_a_query_without_names_or_with_nothing_else_is_kept_whole() -> None:
