@@ -156,6 +156,43 @@ async def test_bulk_decay_is_written_in_sql_exactly_and_checked_first(
     assert await index.update_many("another-bank", decays) == 0
 
 
+async def test_bulk_retrieval_counts_are_added_in_sql_like_the_patch_would(
+    index: SqliteMemoryIndex, path: Path, unique_name: str
+) -> None:
+    docs = [doc(unique_name, f"c{i}", retrieval_count=i) for i in range(4)]
+    await index.upsert(docs)
+    counted = {
+        docs[0].event_id: DocumentPatch(retrieval_count_increment=1),
+        docs[1].event_id: DocumentPatch(retrieval_count_increment=5),
+        # not a count alone: through the validating path, in the same transaction
+        docs[2].event_id: DocumentPatch(retrieval_count_increment=2, importance_score=0.9),
+        "no-such-memory": DocumentPatch(retrieval_count_increment=1),
+    }
+    assert await index.update_many(unique_name, counted) == 3
+    expected = [
+        docs[0].model_copy(update={"retrieval_count": 1}),
+        docs[1].model_copy(update={"retrieval_count": 6}),
+        docs[2].model_copy(update={"retrieval_count": 4, "importance_score": 0.9}),
+        docs[3],
+    ]
+    assert [await index.get(unique_name, d.event_id) for d in docs] == expected
+    reopened = SqliteMemoryIndex(path)  # what another process reads back
+    try:
+        assert [await reopened.get(unique_name, d.event_id) for d in docs] == expected
+    finally:
+        await reopened.close()
+    # a negative increment is checked against the bound, and nothing of the batch applied
+    with pytest.raises(InvalidInputError):
+        await index.update_many(
+            unique_name,
+            {
+                docs[0].event_id: DocumentPatch(retrieval_count_increment=1),
+                docs[3].event_id: DocumentPatch(retrieval_count_increment=-4),
+            },
+        )
+    assert await index.get(unique_name, docs[0].event_id) == expected[0]
+
+
 async def test_without_ensure_the_first_document_sets_the_dimension(
     path: Path, unique_name: str
 ) -> None:

@@ -123,19 +123,22 @@ def update_across(
 ) -> Written[int]:
     """Every bank's patches (bank → id → patch) in one transaction; how many were found."""
     patched: list[_Patched] = []
-    decayed = 0
+    in_sql = 0  # rows patched by a statement, not one by one
     with transaction(conn, write=True):
         (seq,) = conn.execute("SELECT seq + 1 FROM index_state").fetchone()
         for bank_id, patches in by_bank.items():
             decays = {i: p.decay_factor for i, p in patches.items() if _sets_only_decay(p)}
-            decayed += _set_decay(conn, bank_id, decays, seq)
+            in_sql += _set_decay(conn, bank_id, decays, seq)
+            counts = {i: p.retrieval_count_increment for i, p in patches.items() if _counts_only(p)}
+            in_sql += _count_retrievals(conn, bank_id, counts, seq)
             patched += [
                 done
                 for event_id, patch in patches.items()
                 if event_id not in decays
+                and event_id not in counts
                 and (done := _patch_row(conn, bank_id, event_id, patch, seq)) is not None
             ]
-        if not (patched or decayed):
+        if not (patched or in_sql):
             return Written(0)
         conn.execute("UPDATE index_state SET seq = ?", (seq,))
 
@@ -144,7 +147,7 @@ def update_across(
             done.apply(vectors)
 
     retagged = any(done.cache_row is not None for done in patched)
-    return Written(len(patched) + decayed, seq, apply, text_changed=retagged)
+    return Written(len(patched) + in_sql, seq, apply, text_changed=retagged)
 
 
 def delete_many(conn: sqlite3.Connection, bank_id: str, event_ids: list[str]) -> Written[int]:
@@ -431,6 +434,33 @@ def _set_decay(
         "UPDATE documents SET body = json_set(body, '$.decay_factor', json(?)), seq = ?"
         " WHERE bank_id = ? AND event_id = ?",
         [(json.dumps(factor), seq, bank_id, event_id) for event_id, factor in checked.items()],
+    )
+    return int(cursor.rowcount)
+
+
+def _counts_only(patch: DocumentPatch) -> bool:
+    """A patch that only adds returns to ``retrieval_count`` (what every recall sends)."""
+    added = patch.retrieval_count_increment
+    return added > 0 and patch == DocumentPatch(retrieval_count_increment=added)
+
+
+def _count_retrievals(
+    conn: sqlite3.Connection, bank_id: str, added: dict[str, int], seq: int
+) -> int:
+    """Add to ``retrieval_count`` in the stored JSON, in SQL; how many of the bank's rows had one.
+
+    Recall's feedback patches every memory it returned. Done in Python, each row's
+    body and vector were parsed and validated twice on the writer thread (~0.1 ms a
+    row, holding the GIL the recalls running meanwhile wait for). A positive
+    increment keeps the count within its bound, and no cache holds the count.
+    """
+    if not added:
+        return 0
+    cursor = conn.executemany(
+        "UPDATE documents SET body = json_set(body, '$.retrieval_count',"
+        " COALESCE(json_extract(body, '$.retrieval_count'), 0) + ?), seq = ?"
+        " WHERE bank_id = ? AND event_id = ?",
+        [(count, seq, bank_id, event_id) for event_id, count in added.items()],
     )
     return int(cursor.rowcount)
 
