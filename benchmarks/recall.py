@@ -9,8 +9,8 @@ Stores, all filled by bulk upserts and archive writes (this measures recall, not
 - ``--locomo``: the LoCoMo dev conversations, one bank each, every turn a memory
   ("Speaker: text", timed and in sessions as ``cogsub eval locomo`` retains them), with
   MiniLM vectors; each answerable question is asked of its own conversation's bank.
-- ``--text-engine tantivy``: the index's text arm (``SqliteMemoryIndex(text_engine=...)``),
-  recorded as ``<name>-tantivy``.
+- ``--text-engine fts5``: the index's text arm (``SqliteMemoryIndex(text_engine=...)``; the
+  default, tantivy, answers banks of 20,000 memories or more), recorded as ``<name>-fts5``.
 
 Queries are the dev questions (in turn over the banks). Reported: ``MemoryService.recall``
 p50/p95/p99 excluding query embedding (the time spent inside the embedder is subtracted,
@@ -370,7 +370,7 @@ async def bench_store(
     store: Store,
     minilm: MiniLMEmbedder,
     workdir: Path | None,
-    text_engine: TextEngineName = "fts5",
+    text_engine: TextEngineName = "tantivy",
 ) -> dict[str, Any]:
     """Fill ``store``, then time its asks with the store's embedder and with MiniLM."""
     own: Embedder = minilm if store.vectors == "MiniLM" else HashEmbedder(DIMENSION)
@@ -425,7 +425,7 @@ async def bench_store(
 
 
 async def main_async(
-    stores: Sequence[Store], workdir: Path | None, text_engine: TextEngineName = "fts5"
+    stores: Sequence[Store], workdir: Path | None, text_engine: TextEngineName = "tantivy"
 ) -> list[dict[str, Any]]:
     minilm = MiniLMEmbedder()
     await minilm.load()  # before any store is measured: the model is not the store's memory
@@ -450,7 +450,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--locomo-file", type=Path, default=LOCOMO_DEV, help=argparse.SUPPRESS)
     parser.add_argument("--workdir", type=Path, default=None, help="where the stores go")
     parser.add_argument(
-        "--text-engine", choices=TEXT_ENGINES, default="fts5", help="the index's text arm"
+        "--text-engine", choices=TEXT_ENGINES, default="tantivy", help="the index's text arm"
     )
     args = parser.parse_args(argv)
     if args.banks < 1 or args.queries < 1 or any(size < 1 for size in args.size or []):
@@ -467,7 +467,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             name = "recall" if args.banks == 1 else f"recall-{args.banks}-banks"
     except MissingDatasetError as missing:
         parser.error(str(missing))
-    if args.text_engine != "fts5":
+    if args.text_engine != "tantivy":
         name = f"{name}-{args.text_engine}"
     rows = asyncio.run(main_async(stores, args.workdir, args.text_engine))
     record(name, rows, argv, module="recall")

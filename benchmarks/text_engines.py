@@ -96,7 +96,7 @@ class Engine:
 async def build_fts5(folder: Path, texts: Sequence[str], banks: int) -> Engine:
     """The project's SqliteMemoryIndex filled by upserts; searched through ``rank_text``."""
     path = folder / "index.sqlite3"
-    index = SqliteMemoryIndex(path)
+    index = SqliteMemoryIndex(path, text_engine="fts5")
     await index.ensure(dimension=len(_VECTOR))
     spent = 0.0
     for start in range(0, len(texts), BATCH):

@@ -39,7 +39,8 @@ class TestSqliteFileIndexWithTantivy(MemoryIndexContract):
     @pytest.fixture
     def index_factory(self, data_dir: Path) -> IndexFactory:
         def make() -> MemoryIndex:
-            return SqliteMemoryIndex(data_dir / "index.sqlite3", text_engine="tantivy")
+            path = data_dir / "index.sqlite3"
+            return SqliteMemoryIndex(path, text_engine="tantivy", large_bank=0)
 
         return make
 
@@ -50,6 +51,6 @@ class TestSqliteInMemoryIndexWithTantivy(MemoryIndexContract):
     @pytest.fixture
     def index_factory(self) -> IndexFactory:
         def make() -> MemoryIndex:
-            return SqliteMemoryIndex(":memory:", text_engine="tantivy")
+            return SqliteMemoryIndex(":memory:", text_engine="tantivy", large_bank=0)
 
         return make

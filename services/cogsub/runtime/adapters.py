@@ -115,7 +115,11 @@ def build_index(settings: Settings) -> MemoryIndex:
         from cogsub.index.sqlite import SqliteMemoryIndex
 
         settings.data_dir.mkdir(parents=True, exist_ok=True)
-        return SqliteMemoryIndex(settings.index_path, text_engine=settings.index.text_engine)
+        return SqliteMemoryIndex(
+            settings.index_path,
+            text_engine=settings.index.text_engine,
+            large_bank=settings.index.large_bank,
+        )
     from cogsub.index.opensearch import OpenSearchMemoryIndex
 
     os_ = settings.opensearch

@@ -42,7 +42,10 @@ def new_index_version(settings: Settings, tag: str) -> IndexVersion:
         async def swap_files() -> None:
             await asyncio.to_thread(_replace_sqlite, target, live)
 
-        return IndexVersion(SqliteMemoryIndex(target), str(target), swap_files)
+        # FTS5 alone while building: a tantivy store beside the new file would be left behind
+        # by the move, and the live file's store is rebuilt from the rows when next opened.
+        built = SqliteMemoryIndex(target, text_engine="fts5")
+        return IndexVersion(built, str(target), swap_files)
     from cogsub.index.opensearch import OpenSearchMemoryIndex
 
     os_ = settings.opensearch

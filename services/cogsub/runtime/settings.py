@@ -136,8 +136,17 @@ class IndexSettings(BaseModel):
     """The embedded index (``COGSUB_INDEX__TEXT_ENGINE``); OpenSearch answers text itself."""
 
     text_engine: Literal["fts5", "tantivy"] = Field(
-        default="fts5",
-        description="what answers text searches: the file's FTS5 tables, or tantivy beside it",
+        default="tantivy",
+        description=(
+            "what answers text searches: tantivy beside the file for banks of at least"
+            " large_bank documents (FTS5 for smaller ones), or the file's FTS5 tables alone"
+        ),
+    )
+    # The index's own LARGE_BANK (not imported: settings load before any adapter)
+    large_bank: int = Field(
+        default=20_000,
+        ge=0,
+        description="documents a bank holds before tantivy indexes it (0: every bank)",
     )
 
 

@@ -5,7 +5,8 @@ Run: ``.venv/bin/python -m tests.libs.index.bench_index [--docs 100000] [--dimen
 
 Loads one bank with synthetic documents, then reports upsert throughput in
 batches of 500, the first (cold) vector search, p50/p95 latency of vector and
-text search through the async API, and memory use. Two corpora:
+text search through the async API, recall feedback's retrieval-count flush, and
+memory use. Two corpora:
 
 - ``--corpus locomo``: words drawn with the frequencies of the LoCoMo dev
   conversations (``../shared/datasets/locomo-dev``). Pessimistic for BM25: a
@@ -41,6 +42,7 @@ import numpy as np
 
 from cogsub.core import FactType, IndexDocument
 from cogsub.index import STOP_WORDS, SearchFilters, SqliteMemoryIndex, tokenize
+from cogsub.index.ports import DocumentPatch
 from cogsub.index.sqlite.index import TEXT_ENGINES, TextEngineName
 
 LOCOMO = Path(__file__).resolve().parents[3].parent / "shared/datasets/locomo-dev/locomo-dev.json"
@@ -110,7 +112,7 @@ async def timed(calls: list[Callable[[], Awaitable[object]]]) -> list[tuple[floa
 
 
 async def main(
-    docs: int, dimension: int, path: str, corpus: str, text_engine: TextEngineName = "fts5"
+    docs: int, dimension: int, path: str, corpus: str, text_engine: TextEngineName = "tantivy"
 ) -> None:
     rng = random.Random(7)
     np_rng = np.random.default_rng(7)
@@ -204,6 +206,15 @@ async def main(
             label = "no filter" if filters is plain else "4 filters"
             print(f"search_text  size=10 {name} {label:9}  {percentiles(samples)}")
 
+    # What recall's feedback writes every half second: a count increment for each memory
+    # returned meanwhile (services/cogsub/recall/feedback.py), 500 of them a flush.
+    counted = DocumentPatch(retrieval_count_increment=1)
+    flushes = [{f"ev-{rng.randrange(docs)}": counted for _ in range(500)} for _ in range(20)]
+    samples = await timed(
+        [lambda p=p: index.update_many(BANK, p) for p in flushes]  # type: ignore[misc]
+    )
+    print(f"retrieval-count flush of ~500         {percentiles(samples)}")
+
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     vectors_bytes = index._vectors.nbytes if index._vectors is not None else 0  # noqa: SLF001
     print(f"cpu pressure {cpu_pressure()}")
@@ -224,7 +235,7 @@ if __name__ == "__main__":
     parser.add_argument("--memory", action="store_true", help="use ':memory:' instead of a file")
     parser.add_argument("--corpus", choices=["locomo", "zipf"], default="locomo")
     parser.add_argument("--path", help="keep the database here (reused when it exists)")
-    parser.add_argument("--text-engine", choices=TEXT_ENGINES, default="fts5")
+    parser.add_argument("--text-engine", choices=TEXT_ENGINES, default="tantivy")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         target = args.path or (":memory:" if args.memory else os.path.join(tmp, "index.sqlite3"))

@@ -35,7 +35,7 @@ def path(data_dir: Path) -> Path:
 
 
 def opened(path: Path) -> SqliteMemoryIndex:
-    return SqliteMemoryIndex(path, text_engine="tantivy")
+    return SqliteMemoryIndex(path, text_engine="tantivy", large_bank=0)
 
 
 async def found(index: SqliteMemoryIndex, bank: str, query: str) -> list[str]:
@@ -97,7 +97,7 @@ from cogsub.index.sqlite.tantivy_text import TantivyText
 from tests.contract.index_contract import make_doc
 
 async def main(path, bank):
-    index = SqliteMemoryIndex(path, text_engine="tantivy")
+    index = SqliteMemoryIndex(path, text_engine="tantivy", large_bank=0)
     await index.upsert([make_doc(bank, "first", summary="walnut grove")])
     TantivyText.catch_up = lambda self, conn: os._exit(9)
     await index.upsert([make_doc(bank, "second", summary="walnut shells")])
@@ -246,7 +246,7 @@ async def test_mutable_filters_widen_the_fetch_until_enough_pass(
 
 
 async def test_in_memory_the_store_lives_in_ram_and_forgets_too(unique_name: str) -> None:
-    index = SqliteMemoryIndex(":memory:", text_engine="tantivy")
+    index = SqliteMemoryIndex(":memory:", text_engine="tantivy", large_bank=0)
     try:
         await index.upsert(
             [make_doc(unique_name, "a", summary="amber fox"), make_doc(unique_name, "b")]
@@ -302,14 +302,92 @@ async def test_a_word_in_most_documents_scores_next_to_nothing(
         await index.close()
 
 
-def test_without_tantivy_installed_only_choosing_it_fails(
+def test_without_tantivy_installed_fts5_still_answers_and_the_error_says_so(
     path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """``make run`` installs no tantivy: the default engine must not need it."""
+    """tantivy is a dependency; an install that lacks it can still choose FTS5 alone."""
     monkeypatch.setitem(sys.modules, "tantivy", None)  # import tantivy now raises ImportError
     monkeypatch.delitem(sys.modules, "cogsub.index.sqlite.tantivy_text")
-    SqliteMemoryIndex(path)  # fts5: fine
+    SqliteMemoryIndex(path, text_engine="fts5")  # fine
     from cogsub.core import ConfigurationError
 
-    with pytest.raises(ConfigurationError, match="needs the tantivy package"):
-        SqliteMemoryIndex(path, text_engine="tantivy")
+    with pytest.raises(ConfigurationError, match="needs the tantivy package.*'fts5'"):
+        SqliteMemoryIndex(path)
+
+
+def indexed_banks(path: Path) -> dict[str, str]:
+    root = text_root(str(path))
+    assert root is not None
+    banks: dict[str, str] = json.loads((root / "state.json").read_text())["banks"]
+    return banks
+
+
+def tantivy_answers(monkeypatch: pytest.MonkeyPatch) -> list[bool]:
+    """Whether each text search from now on was answered by tantivy (else by FTS5)."""
+    answered: list[bool] = []
+    rank = TantivyText.rank
+
+    def spied(self: TantivyText, *args: object, **kwargs: object) -> object:
+        found = rank(self, *args, **kwargs)  # type: ignore[arg-type]
+        answered.append(found is not None)
+        return found
+
+    monkeypatch.setattr(TantivyText, "rank", spied)
+    return answered
+
+
+async def test_a_small_bank_is_fts5s_until_it_grows_large(
+    path: Path, unique_name: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    answered = tantivy_answers(monkeypatch)
+    small, large = f"{unique_name}-small", f"{unique_name}-large"
+    index = SqliteMemoryIndex(path, text_engine="tantivy", large_bank=3)
+    try:
+        await index.upsert([make_doc(small, "a", summary="kiwi orchard")])
+        await index.upsert([make_doc(large, f"d{i}", summary=f"kiwi {i}") for i in range(2)])
+        assert indexed_banks(path) == {}  # nothing committed to tantivy for small banks
+        assert await found(index, large, "kiwi") == [f"{large}-d0", f"{large}-d1"]
+        assert answered == [False]
+        # The third document makes the bank large: all of it is indexed, from then on.
+        await index.upsert([make_doc(large, "d2", summary="kiwi harvest")])
+        assert set(indexed_banks(path)) == {large}
+        assert await found(index, large, "kiwi") == [f"{large}-d{i}" for i in range(3)]
+        await index.upsert([make_doc(large, "d3", summary="kiwi jam")])
+        assert await found(index, large, "jam") == [f"{large}-d3"]
+        assert await found(index, small, "kiwi") == [f"{small}-a"]
+        assert answered[1:] == [True, True, False]
+        # A large bank keeps its index when it shrinks again.
+        await index.delete(large, f"{large}-d0")
+        await index.delete(large, f"{large}-d1")
+        assert set(indexed_banks(path)) == {large}
+        assert await found(index, large, "kiwi") == [f"{large}-d2", f"{large}-d3"]
+        assert answered[-1] is True
+    finally:
+        await index.close()
+
+
+async def test_a_lost_store_is_rebuilt_for_the_large_banks_only(
+    path: Path, unique_name: str
+) -> None:
+    small, large = f"{unique_name}-small", f"{unique_name}-large"
+    index = SqliteMemoryIndex(path, text_engine="tantivy", large_bank=2)
+    await index.upsert([make_doc(small, "a", summary="copper kettle")])
+    await index.upsert([make_doc(large, f"d{i}", summary="copper pot") for i in range(2)])
+    await index.close()
+    root = text_root(str(path))
+    assert root is not None
+    shutil.rmtree(root)
+    reopened = SqliteMemoryIndex(path, text_engine="tantivy", large_bank=2)
+    try:
+        assert await found(reopened, small, "copper") == [f"{small}-a"]
+        assert set(indexed_banks(path)) == {large}
+        assert await found(reopened, large, "pot") == [f"{large}-d0", f"{large}-d1"]
+    finally:
+        await reopened.close()
+
+
+def test_a_negative_large_bank_is_a_configuration_error(path: Path) -> None:
+    from cogsub.core import ConfigurationError
+
+    with pytest.raises(ConfigurationError, match="large_bank must not be negative"):
+        SqliteMemoryIndex(path, text_engine="tantivy", large_bank=-1)

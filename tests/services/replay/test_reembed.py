@@ -47,7 +47,8 @@ async def test_reembed_builds_a_new_version_and_switches_over(
         assert await index.count("jane") == len(TEXTS)
     finally:
         await index.close()
-    assert _index_files(tmp_path) == ["index.sqlite3"]
+    # no file of the version built is left beside the live index and its text store
+    assert _index_files(tmp_path) == ["index.sqlite3", "index.text"]
     assert await _ids(tmp_path, 16) == before  # the same memories answer, now with 16-d vectors
     assert len(_archived(tmp_path, "m1")["input"]["embedding"]) == 8  # the archive stays as it was
 

@@ -1,4 +1,5 @@
-"""``COGSUB_INDEX__TEXT_ENGINE`` chooses what answers the embedded index's text searches."""
+"""``COGSUB_INDEX__TEXT_ENGINE`` (and ``__LARGE_BANK``) choose what answers the embedded
+index's text searches."""
 
 from __future__ import annotations
 
@@ -8,12 +9,13 @@ import pytest
 from pydantic import ValidationError
 
 from cogsub.index.ports import SearchFilters
+from cogsub.index.sqlite.index import LARGE_BANK
 from cogsub.runtime.adapters import build_index
 from cogsub.runtime.settings import Settings
 from tests.contract.index_contract import make_doc
 
 
-@pytest.mark.parametrize(("chosen", "store"), [(None, False), ("fts5", False), ("tantivy", True)])
+@pytest.mark.parametrize(("chosen", "store"), [(None, True), ("fts5", False), ("tantivy", True)])
 async def test_the_setting_decides_whether_a_tantivy_store_sits_beside_the_index(
     data_dir: Path,
     unique_name: str,
@@ -36,4 +38,26 @@ async def test_the_setting_decides_whether_a_tantivy_store_sits_beside_the_index
 def test_an_unknown_engine_names_the_setting(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("COGSUB_INDEX__TEXT_ENGINE", "lucene")
     with pytest.raises(ValidationError, match="text_engine"):
+        Settings()
+
+
+async def test_a_bank_is_indexed_by_tantivy_from_the_size_the_setting_names(
+    data_dir: Path, unique_name: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("COGSUB_INDEX__LARGE_BANK", "2")
+    index = build_index(Settings(backend="embedded", data_dir=data_dir))
+    state = data_dir / "index.text" / "state.json"
+    try:
+        await index.upsert([make_doc(unique_name, "a", summary="saffron")])
+        assert '"banks": {}' in state.read_text()
+        await index.upsert([make_doc(unique_name, "b", summary="saffron rice")])
+        assert unique_name in state.read_text()
+    finally:
+        await index.close()
+
+
+def test_the_default_large_bank_is_the_index_own(monkeypatch: pytest.MonkeyPatch) -> None:
+    assert Settings().index.large_bank == LARGE_BANK
+    monkeypatch.setenv("COGSUB_INDEX__LARGE_BANK", "-1")
+    with pytest.raises(ValidationError, match="large_bank"):
         Settings()

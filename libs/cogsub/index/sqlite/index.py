@@ -47,6 +47,10 @@ __all__ = ["TEXT_ENGINES", "SqliteMemoryIndex", "TextEngineName"]
 
 TextEngineName = Literal["fts5", "tantivy"]
 TEXT_ENGINES: tuple[TextEngineName, ...] = ("fts5", "tantivy")
+#: Documents a bank holds before the tantivy arm indexes it. A smaller bank's searches are
+#: FTS5's, fast enough there (recall p95 36.5 ms at 10,000 a bank, 48 at 100,000:
+#: performance.md), and its writes commit nothing to tantivy (~10 ms of CPU a bank a write).
+LARGE_BANK = 20_000
 
 _T = TypeVar("_T")
 _log = structlog.get_logger("cogsub.index.sqlite")
@@ -62,8 +66,11 @@ class SqliteMemoryIndex:
         checkpoint_pages: Pages the write-ahead log holds before a commit checkpoints
             it into the file (``WAL_CHECKPOINT_PAGES``).
         text_engine: What answers text searches: the file's FTS5 tables, or tantivy
-            indexes beside the file (``<name>.text/``, :mod:`.tantivy_text`), derived
-            from the rows and brought level with them before each write returns.
+            indexes beside the file (``<name>.text/``, :mod:`.tantivy_text`) for the banks
+            of at least ``large_bank`` documents, derived from the rows and brought level
+            with them before each write returns (FTS5 answers the smaller banks).
+        large_bank: With ``text_engine="tantivy"``, the documents a bank holds before
+            tantivy indexes it (0: every bank).
 
     Call ``close()`` when done; it finishes pending work, closes the database
     and stops the worker thread.
@@ -75,7 +82,8 @@ class SqliteMemoryIndex:
         *,
         busy_timeout_s: float = 5.0,
         checkpoint_pages: int = WAL_CHECKPOINT_PAGES,
-        text_engine: TextEngineName = "fts5",
+        text_engine: TextEngineName = "tantivy",
+        large_bank: int = LARGE_BANK,
     ) -> None:
         if checkpoint_pages < 1:
             raise ConfigurationError(
@@ -85,8 +93,10 @@ class SqliteMemoryIndex:
             raise ConfigurationError(
                 f"text_engine must be one of {', '.join(TEXT_ENGINES)}, not {text_engine!r}"
             )
+        if large_bank < 0:
+            raise ConfigurationError(f"large_bank must not be negative, not {large_bank}")
         where = os.fspath(path)
-        self._text = _tantivy_beside(where) if text_engine == "tantivy" else None
+        self._text = _tantivy_beside(where, large_bank) if text_engine == "tantivy" else None
         self._db = Connections(
             where,
             busy_timeout_s=busy_timeout_s,
@@ -433,16 +443,16 @@ class SqliteMemoryIndex:
         return self._vectors
 
 
-def _tantivy_beside(path: str) -> TantivyText:
-    """The tantivy arm for ``path``; imported only when chosen (``make run`` lacks tantivy)."""
+def _tantivy_beside(path: str, large_bank: int) -> TantivyText:
+    """The tantivy arm for ``path``; imported only when chosen (an install may lack tantivy)."""
     try:
         from cogsub.index.sqlite.tantivy_text import TantivyText, text_root
     except ImportError as missing:
         raise ConfigurationError(
-            "text_engine 'tantivy' needs the tantivy package (the dev extra, or"
-            " pip install tantivy==0.27.0)"
+            "text_engine 'tantivy' needs the tantivy package (pip install tantivy==0.27.0),"
+            " or choose text_engine 'fts5'"
         ) from missing
-    return TantivyText(text_root(path))
+    return TantivyText(text_root(path), large_bank=large_bank)
 
 
 def _check_size(size: int) -> None:

@@ -69,7 +69,7 @@ _LOCK = "lock"
 _ROW_COLUMNS = "doc_id, event_id, bank_id, fact_type, ts_us, seq, summary, tags"
 _ROWS_AFTER = f"SELECT {_ROW_COLUMNS} FROM documents WHERE seq > ?"
 _DELETED_AFTER = "SELECT DISTINCT bank_id FROM tombstones WHERE seq > ?"
-_BANKS = "SELECT DISTINCT bank_id FROM documents"
+_LARGE_BANKS = "SELECT bank_id FROM documents GROUP BY bank_id HAVING count(*) >= ?"
 
 
 def text_root(path: str) -> Path | None:
@@ -134,13 +134,16 @@ _BEHIND = _Behind()
 
 
 class TantivyText:
-    """One SQLite file's tantivy indexes, one per bank (``root``: ``None`` keeps them in RAM).
+    """One SQLite file's tantivy indexes, one per large bank (``root``: ``None``: in RAM).
 
-    ``open`` and ``catch_up`` run on the writer thread; ``rank`` on any thread.
+    A bank gets an index once it holds ``large_bank`` documents, and keeps it; a smaller
+    bank's searches are answered by FTS5 (``rank`` says ``None``). ``open`` and
+    ``catch_up`` run on the writer thread; ``rank`` on any thread.
     """
 
-    def __init__(self, root: Path | None) -> None:
+    def __init__(self, root: Path | None, *, large_bank: int) -> None:
         self._root = root
+        self._large_bank = large_bank
         self._schema = text_schema()
         self._analyzer = en_stem()
         self._state: _State | None = None
@@ -203,20 +206,21 @@ class TantivyText:
             if state is None or state.token != token or state.seq > seq:
                 state, tidy = _State(token), True
                 rows: list[_Row] = []
-                rebuilt = {bank for (bank,) in conn.execute(_BANKS)}
+                rebuilt = {bank for (bank,) in conn.execute(_LARGE_BANKS, (self._large_bank,))}
             else:
                 rows = conn.execute(_ROWS_AFTER, (state.seq,)).fetchall()
-                rebuilt = {bank for (bank,) in conn.execute(_DELETED_AFTER, (state.seq,))}
-            by_bank: dict[str, list[_Row]] = {}
-            for row in rows:
-                by_bank.setdefault(row[2], []).append(row)
+                deleted = conn.execute(_DELETED_AFTER, (state.seq,))
+                rebuilt = {bank for (bank,) in deleted if bank in state.banks}
+            by_bank, grown = self._indexed_rows(conn, state, rows)
             indexes, kept = self._opened(state)
-            # New banks, and banks whose directory is gone or unreadable, start afresh.
-            rebuilt |= {bank for bank in (*by_bank, *state.banks) if bank not in indexes}
+            # Banks grown large, and banks whose directory is gone or unreadable, start afresh.
+            rebuilt |= grown | {bank for bank in state.banks if bank not in indexes}
             full = {bank: _bank_rows(conn, bank) for bank in rebuilt}
         gone = self._write_banks(state, indexes, by_bank, full)
         state_seq, state.seq = state.seq, seq
-        self._write_state(state)
+        # Nothing committed to tantivy (only small banks written): a state lost in a crash
+        # only makes the next catch-up read those rows again.
+        self._write_state(state, durable=bool(by_bank or full))
         with self._refresh_lock:
             if state_seq != self._seen_seq:  # another instance committed to the store since
                 self._stale |= kept - by_bank.keys()
@@ -228,6 +232,26 @@ class TantivyText:
         if rebuilt:
             elapsed_ms = round((time.perf_counter() - began) * 1000)
             _log.info("index_text_banks_rebuilt", banks=len(rebuilt), elapsed_ms=elapsed_ms)
+
+    def _indexed_rows(
+        self, conn: sqlite3.Connection, state: _State, rows: list[_Row]
+    ) -> tuple[dict[str, list[_Row]], set[str]]:
+        """``rows`` of the banks with an index, by bank; and the banks that just grew large."""
+        by_bank: dict[str, list[_Row]] = {}
+        for row in rows:
+            by_bank.setdefault(row[2], []).append(row)
+        grown = {bank for bank in by_bank if bank not in state.banks and self._large(conn, bank)}
+        return {
+            bank: r for bank, r in by_bank.items() if bank in state.banks or bank in grown
+        }, grown
+
+    def _large(self, conn: sqlite3.Connection, bank_id: str) -> bool:
+        """Whether ``bank_id`` holds at least ``large_bank`` documents (counts no further)."""
+        (holds,) = conn.execute(
+            "SELECT count(*) FROM (SELECT 1 FROM documents WHERE bank_id = ? LIMIT ?)",
+            (bank_id, self._large_bank),
+        ).fetchone()
+        return int(holds) >= self._large_bank
 
     def _write_banks(
         self,
@@ -301,12 +325,13 @@ class TantivyText:
     ) -> list[tuple[int, float]] | None:
         """``(doc_id, bm25)`` of the best ``size`` rows of ``conn``'s snapshot, best first.
 
-        ``None`` when the store lacks some of the snapshot's commits (FTS5 answers then).
+        ``None`` when FTS5 answers: the bank is too small to have an index here, or the
+        store lacks some of the snapshot's commits.
         """
         index = self._searchable(conn, filters.bank_id)
-        if isinstance(index, _Behind):
+        if index is None or isinstance(index, _Behind):
             return None
-        if index is None or size == 0:
+        if size == 0:
             return []
         searcher = index.searcher()
         query = self._query(searcher, terms, filters)
@@ -352,7 +377,8 @@ class TantivyText:
     def _searchable(self, conn: sqlite3.Connection, bank_id: str) -> tantivy.Index | None | _Behind:
         """The bank's current index, ``None`` if it has none, ``_BEHIND`` if the store lags.
 
-        Nothing changed since the last search costs one integer compare.
+        Nothing changed since the last search costs one integer compare. A bank without an
+        index may have grown large in a commit the store lacks: it is asked the same way.
         """
         (seq,) = conn.execute("SELECT seq FROM index_state").fetchone()
         if seq > self._seen_seq:
