@@ -125,6 +125,7 @@ async def main(
     rss_start = rss_mb()
     upsert_seconds = upsert_cpu = 0.0
     existing = await index.count(BANK)
+    batch: list[IndexDocument] = []
     for start in range(existing, docs, BATCH):
         vectors = np_rng.standard_normal((min(BATCH, docs - start), dimension), dtype=np.float32)
         vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
@@ -156,6 +157,15 @@ async def main(
     if upsert_seconds:
         rate, cpu_rate = (docs - existing) / upsert_seconds, (docs - existing) / upsert_cpu
         print(f"upsert   {rate:8.0f} docs/s in batches of {BATCH} ({cpu_rate:.0f} per CPU-second)")
+    # A retain's own write: one document, its text changed, awaited before the next.
+    samples = await timed(
+        [
+            lambda d=d: index.upsert([d.model_copy(update={"summary": f"{d.summary} again"})])  # type: ignore[misc]
+            for d in batch[:50]
+        ]
+    )
+    if samples:
+        print(f"upsert of one document, one at a time  {percentiles(samples)}")
 
     queries = np_rng.standard_normal((200, dimension), dtype=np.float32)
     began = time.perf_counter()
