@@ -391,3 +391,23 @@ def test_a_negative_large_bank_is_a_configuration_error(path: Path) -> None:
 
     with pytest.raises(ConfigurationError, match="large_bank must not be negative"):
         SqliteMemoryIndex(path, text_engine="tantivy", large_bank=-1)
+
+
+async def test_a_bank_grown_by_two_writers_is_indexed_when_it_reaches_the_size(
+    path: Path, unique_name: str
+) -> None:
+    """Each writer counts a bank's rows it saw; the other's rows must not be missed."""
+    first = SqliteMemoryIndex(path, text_engine="tantivy", large_bank=3)
+    second = SqliteMemoryIndex(path, text_engine="tantivy", large_bank=3)
+    try:
+        await first.upsert([make_doc(unique_name, "a", summary="plum")])
+        await second.upsert([make_doc(unique_name, "b", summary="plum")])
+        assert indexed_banks(path) == {}
+        await first.upsert([make_doc(unique_name, "c", summary="plum tart")])
+        assert set(indexed_banks(path)) == {unique_name}
+        assert await found(second, unique_name, "plum") == [
+            f"{unique_name}-{name}" for name in "abc"
+        ]
+    finally:
+        await first.close()
+        await second.close()

@@ -67,7 +67,11 @@ WIDEN = 4
 _STATE = "state.json"
 _LOCK = "lock"
 _ROW_COLUMNS = "doc_id, event_id, bank_id, fact_type, ts_us, seq, summary, tags"
-_ROWS_AFTER = f"SELECT {_ROW_COLUMNS} FROM documents WHERE seq > ?"
+_ROWS_AFTER = (
+    f"SELECT {_ROW_COLUMNS} FROM documents"
+    " WHERE seq > ? AND bank_id IN (SELECT value FROM json_each(?))"
+)
+_BANKS_AFTER = "SELECT bank_id, count(*) FROM documents WHERE seq > ? GROUP BY bank_id"
 _DELETED_AFTER = "SELECT DISTINCT bank_id FROM tombstones WHERE seq > ?"
 _LARGE_BANKS = "SELECT bank_id FROM documents GROUP BY bank_id HAVING count(*) >= ?"
 
@@ -144,6 +148,10 @@ class TantivyText:
     def __init__(self, root: Path | None, *, large_bank: int) -> None:
         self._root = root
         self._large_bank = large_bank
+        # Writer thread only: each small bank's size when last counted, plus rows written
+        # since, and the store ``seq`` they account for.
+        self._sizes: dict[str, int] = {}
+        self._sized_to = -1
         self._schema = text_schema()
         self._analyzer = en_stem()
         self._state: _State | None = None
@@ -203,21 +211,19 @@ class TantivyText:
             seq, token = conn.execute(
                 "SELECT s.seq, t.token FROM index_state AS s, text_store AS t"
             ).fetchone()
+            by_bank: dict[str, list[_Row]] = {}
             if state is None or state.token != token or state.seq > seq:
                 state, tidy = _State(token), True
-                rows: list[_Row] = []
                 rebuilt = {bank for (bank,) in conn.execute(_LARGE_BANKS, (self._large_bank,))}
             else:
-                rows = conn.execute(_ROWS_AFTER, (state.seq,)).fetchall()
-                deleted = conn.execute(_DELETED_AFTER, (state.seq,))
-                rebuilt = {bank for (bank,) in deleted if bank in state.banks}
-            by_bank, grown = self._indexed_rows(conn, state, rows)
+                by_bank, rebuilt = self._written_since(conn, state)
             indexes, kept = self._opened(state)
-            # Banks grown large, and banks whose directory is gone or unreadable, start afresh.
-            rebuilt |= grown | {bank for bank in state.banks if bank not in indexes}
+            # Banks whose directory is gone or unreadable start afresh too.
+            rebuilt |= {bank for bank in state.banks if bank not in indexes}
             full = {bank: _bank_rows(conn, bank) for bank in rebuilt}
         gone = self._write_banks(state, indexes, by_bank, full)
         state_seq, state.seq = state.seq, seq
+        self._sized_to = seq
         # Nothing committed to tantivy (only small banks written): a state lost in a crash
         # only makes the next catch-up read those rows again.
         self._write_state(state, durable=bool(by_bank or full))
@@ -233,24 +239,42 @@ class TantivyText:
             elapsed_ms = round((time.perf_counter() - began) * 1000)
             _log.info("index_text_banks_rebuilt", banks=len(rebuilt), elapsed_ms=elapsed_ms)
 
-    def _indexed_rows(
-        self, conn: sqlite3.Connection, state: _State, rows: list[_Row]
+    def _written_since(
+        self, conn: sqlite3.Connection, state: _State
     ) -> tuple[dict[str, list[_Row]], set[str]]:
-        """``rows`` of the banks with an index, by bank; and the banks that just grew large."""
+        """Rows written after ``state.seq`` to banks with an index, by bank; and the banks to
+        write afresh (grown large since, or with rows deleted). Small banks' rows are not read."""
+        if state.seq != self._sized_to:  # another instance caught up rows never counted here
+            self._sizes.clear()
+        written = dict(conn.execute(_BANKS_AFTER, (state.seq,)).fetchall())
+        deleted = {bank for (bank,) in conn.execute(_DELETED_AFTER, (state.seq,))}
+        grown = {
+            bank
+            for bank, count in written.items()
+            if bank not in state.banks and self._large(conn, bank, count)
+        }
+        indexed = [bank for bank in written if bank in state.banks]
         by_bank: dict[str, list[_Row]] = {}
-        for row in rows:
-            by_bank.setdefault(row[2], []).append(row)
-        grown = {bank for bank in by_bank if bank not in state.banks and self._large(conn, bank)}
-        return {
-            bank: r for bank, r in by_bank.items() if bank in state.banks or bank in grown
-        }, grown
+        if indexed:
+            for row in conn.execute(_ROWS_AFTER, (state.seq, json.dumps(indexed))):
+                by_bank.setdefault(row[2], []).append(row)
+        return by_bank, grown | (deleted & state.banks.keys())
 
-    def _large(self, conn: sqlite3.Connection, bank_id: str) -> bool:
-        """Whether ``bank_id`` holds at least ``large_bank`` documents (counts no further)."""
+    def _large(self, conn: sqlite3.Connection, bank_id: str, written: int) -> bool:
+        """Whether ``bank_id``, which ``written`` rows were written to, now holds ``large_bank``.
+
+        Counted (up to ``large_bank``) only when its last count plus what was written since
+        could reach it: a write to a small bank must not scan it each time.
+        """
+        known = self._sizes.get(bank_id)
+        if known is not None and known + written < self._large_bank:
+            self._sizes[bank_id] = known + written  # at least its size: rows only grow by that
+            return False
         (holds,) = conn.execute(
             "SELECT count(*) FROM (SELECT 1 FROM documents WHERE bank_id = ? LIMIT ?)",
             (bank_id, self._large_bank),
         ).fetchone()
+        self._sizes[bank_id] = int(holds)
         return int(holds) >= self._large_bank
 
     def _write_banks(
