@@ -29,9 +29,6 @@ DISTRIBUTED_ADAPTERS = (
     "cogsub.index.opensearch_writes",
 )
 DISTRIBUTED_CLIENTS = {"aiokafka", "boto3", "botocore", "s3transfer", "opensearchpy", "aiohttp"}
-# The embedded index's optional text engine (the dev extra), imported only when chosen.
-OPTIONAL_ENGINES = ("cogsub.index.sqlite.tantivy_text",)
-OPTIONAL_CLIENTS = {"tantivy"}
 
 # Hides every installed package the project's core (extra-free) requirements do not bring,
 # as a lean virtualenv would lack it, then imports every cogsub module but the distributed
@@ -42,7 +39,7 @@ _PROBE = textwrap.dedent(
     import importlib, importlib.metadata as md, json, pkgutil, re, sys
     from packaging.requirements import Requirement
 
-    distributed_adapters = json.loads(sys.argv[1])  # and the optional engines
+    distributed_adapters = json.loads(sys.argv[1])
     also_installed = set(json.loads(sys.argv[2]))
 
     def canonical(name):
@@ -108,7 +105,7 @@ def _probe() -> dict[str, list[str]]:
             sys.executable,
             "-c",
             _PROBE,
-            json.dumps([*DISTRIBUTED_ADAPTERS, *OPTIONAL_ENGINES]),
+            json.dumps(DISTRIBUTED_ADAPTERS),
             json.dumps(ALSO_INSTALLED),
         ],
         capture_output=True,
@@ -124,12 +121,13 @@ def _probe() -> dict[str, list[str]]:
 def test_the_embedded_stack_imports_only_what_the_core_dependencies_install() -> None:
     probe = _probe()
 
-    clients = DISTRIBUTED_CLIENTS | OPTIONAL_CLIENTS
+    clients = DISTRIBUTED_CLIENTS
     assert set(probe["hidden"]) >= clients  # this virtualenv has them: hide them
     assert clients.isdisjoint(probe["top_level"])
     refused_for = {client for _, client in probe["refused"]}
-    assert len(probe["refused"]) == len(DISTRIBUTED_ADAPTERS) + len(OPTIONAL_ENGINES)
+    assert len(probe["refused"]) == len(DISTRIBUTED_ADAPTERS)
     assert refused_for <= clients
+    assert "tantivy" not in probe["hidden"]  # the default text engine is a core dependency
 
 
 def test_the_size_report_lists_only_modules_over_the_limit_longest_first() -> None:

@@ -411,3 +411,60 @@ async def test_a_bank_grown_by_two_writers_is_indexed_when_it_reaches_the_size(
     finally:
         await first.close()
         await second.close()
+
+
+def state_seq(path: Path) -> int:
+    root = text_root(str(path))
+    assert root is not None
+    seq: int = json.loads((root / "state.json").read_text())["seq"]
+    return seq
+
+
+async def test_with_no_bank_indexed_the_state_file_is_written_at_most_once_a_second(
+    path: Path, unique_name: str
+) -> None:
+    index = SqliteMemoryIndex(path, text_engine="tantivy", large_bank=4)
+    try:
+        await index.upsert([make_doc(unique_name, "a", summary="fig")])
+        saved = state_seq(path)  # the first catch-up after open
+        await index.upsert([make_doc(unique_name, "b", summary="fig")])
+        await index.update(unique_name, f"{unique_name}-a", DocumentPatch(importance_score=0.9))
+        assert state_seq(path) == saved  # kept in memory meanwhile
+        assert await found(index, unique_name, "fig") == [f"{unique_name}-a", f"{unique_name}-b"]
+    finally:
+        await index.close()
+    # Another instance reads the rows since the file's seq again; the bank grows large there.
+    reopened = SqliteMemoryIndex(path, text_engine="tantivy", large_bank=4)
+    try:
+        await reopened.upsert([make_doc(unique_name, f"c{i}", summary="fig jam") for i in range(2)])
+        assert set(indexed_banks(path)) == {unique_name}
+        assert state_seq(path) > saved
+        assert len(await found(reopened, unique_name, "fig")) == 4
+    finally:
+        await reopened.close()
+
+
+async def test_signal_writes_keep_a_small_banks_size_without_counting_it_again(
+    path: Path, unique_name: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    counted: list[str] = []
+    large = TantivyText._large
+
+    def spied(self: TantivyText, conn: object, bank_id: str, written: int) -> bool:
+        before = dict(self._sizes)  # noqa: SLF001
+        answer = large(self, conn, bank_id, written)  # type: ignore[arg-type]
+        if before.get(bank_id) is None or before[bank_id] + written >= self._large_bank:  # noqa: SLF001
+            counted.append(bank_id)
+        return answer
+
+    monkeypatch.setattr(TantivyText, "_large", spied)
+    index = SqliteMemoryIndex(path, text_engine="tantivy", large_bank=100)
+    try:
+        for i in range(4):
+            await index.upsert([make_doc(unique_name, f"d{i}")])
+            await index.update(
+                unique_name, f"{unique_name}-d0", DocumentPatch(importance_score=0.9)
+            )
+        assert counted == [unique_name]  # once, at the first write
+    finally:
+        await index.close()

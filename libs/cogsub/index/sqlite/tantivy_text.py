@@ -64,6 +64,10 @@ FTS5_IDF_FLOOR = 1e-6
 WRITER_HEAP_BYTES = 15_000_000
 #: How much further a search fetches when SQLite's filters left fewer than ``size``.
 WIDEN = 4
+#: Seconds a store indexing no bank may keep the ``seq`` it caught up to out of its state file:
+#: no search waits on it then, and writing the file costs ~1.3 ms a write here (a create and a
+#: rename). A crash or another writer meanwhile only makes a catch-up read those rows again.
+UNSAVED_STATE_S = 1.0
 _STATE = "state.json"
 _LOCK = "lock"
 _ROW_COLUMNS = "doc_id, event_id, bank_id, fact_type, ts_us, seq, summary, tags"
@@ -152,6 +156,10 @@ class TantivyText:
         # since, and the store ``seq`` they account for.
         self._sizes: dict[str, int] = {}
         self._sized_to = -1
+        # Writer thread only: (token, seq in the state file, seq caught up to) while the
+        # latter is not written (``UNSAVED_STATE_S``), and when the file was last written.
+        self._unsaved: tuple[str, int, int] | None = None
+        self._saved_at = -math.inf
         self._schema = text_schema()
         self._analyzer = en_stem()
         self._state: _State | None = None
@@ -191,13 +199,15 @@ class TantivyText:
         tantivy commit each would cost more than the recall.
         """
         with self._locked():
-            state = self._read_state()
+            state, in_file = self._current_state()
             if state is None or state.seq != seq - 1 or self._seen_seq != seq - 1:
                 self._catch_up_locked(conn, tidy=False)
                 return
             state.seq = seq
+            if self._sized_to == seq - 1:
+                self._sized_to = seq  # a commit of signals adds no row to any bank
             # No fsync: a state lost in a crash only makes the next open apply rows again.
-            self._write_state(state, durable=False)
+            self._save(state, in_file, committed=False)
             with self._refresh_lock:
                 self._seen_seq = seq
 
@@ -206,14 +216,15 @@ class TantivyText:
 
     def _catch_up_locked(self, conn: sqlite3.Connection, *, tidy: bool) -> None:
         began = time.perf_counter()
-        state = self._read_state()
+        state, in_file = self._current_state()
         with transaction(conn, write=False):
             seq, token = conn.execute(
                 "SELECT s.seq, t.token FROM index_state AS s, text_store AS t"
             ).fetchone()
             by_bank: dict[str, list[_Row]] = {}
             if state is None or state.token != token or state.seq > seq:
-                state, tidy = _State(token), True
+                state, tidy, in_file = _State(token), True, -1
+                self._sizes.clear()
                 rebuilt = {bank for (bank,) in conn.execute(_LARGE_BANKS, (self._large_bank,))}
             else:
                 by_bank, rebuilt = self._written_since(conn, state)
@@ -226,7 +237,7 @@ class TantivyText:
         self._sized_to = seq
         # Nothing committed to tantivy (only small banks written): a state lost in a crash
         # only makes the next catch-up read those rows again.
-        self._write_state(state, durable=bool(by_bank or full))
+        self._save(state, in_file, committed=bool(by_bank or full or tidy))
         with self._refresh_lock:
             if state_seq != self._seen_seq:  # another instance committed to the store since
                 self._stale |= kept - by_bank.keys()
@@ -276,6 +287,27 @@ class TantivyText:
         ).fetchone()
         self._sizes[bank_id] = int(holds)
         return int(holds) >= self._large_bank
+
+    def _current_state(self) -> tuple[_State | None, int]:
+        """The state file's, with the ``seq`` this instance caught up to and has not written
+        yet if nobody wrote the file since; and the ``seq`` the file holds (-1: none)."""
+        state = self._read_state()
+        if state is None:
+            return None, -1
+        in_file, unsaved = state.seq, self._unsaved
+        if unsaved is not None and unsaved[:2] == (state.token, in_file):
+            state.seq = unsaved[2]
+        return state, in_file
+
+    def _save(self, state: _State, in_file: int, *, committed: bool) -> None:
+        """Write the state file (``committed``: synced, as tantivy committed what it names);
+        with no bank indexed, keep a new ``seq`` in memory for up to ``UNSAVED_STATE_S``."""
+        now = time.monotonic()
+        if committed or state.banks or in_file < 0 or now - self._saved_at >= UNSAVED_STATE_S:
+            self._write_state(state, durable=committed)
+            self._unsaved, self._saved_at = None, now
+        else:
+            self._unsaved = (state.token, in_file, state.seq)
 
     def _write_banks(
         self,
