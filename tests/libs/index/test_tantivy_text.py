@@ -468,3 +468,23 @@ async def test_signal_writes_keep_a_small_banks_size_without_counting_it_again(
         assert counted == [unique_name]  # once, at the first write
     finally:
         await index.close()
+
+
+async def test_another_instance_searches_a_bank_through_tantivy_once_it_grew_large(
+    path: Path, unique_name: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    writing = SqliteMemoryIndex(path, text_engine="tantivy", large_bank=3)
+    reading = SqliteMemoryIndex(path, text_engine="tantivy", large_bank=3)
+    try:
+        await writing.upsert([make_doc(unique_name, f"d{i}", summary="pear") for i in range(2)])
+        answered = tantivy_answers(monkeypatch)
+        assert len(await found(reading, unique_name, "pear")) == 2
+        await writing.upsert([make_doc(unique_name, "d2", summary="pear cider")])
+        assert await found(reading, unique_name, "pear") == [
+            f"{unique_name}-d{i}" for i in range(3)
+        ]
+        assert await found(reading, unique_name, "cider") == [f"{unique_name}-d2"]
+        assert answered == [False, True, True]
+    finally:
+        await writing.close()
+        await reading.close()
