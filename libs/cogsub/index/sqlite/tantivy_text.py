@@ -1,4 +1,7 @@
-"""The text arm in tantivy: one index per bank beside the SQLite file, derived from its rows.
+"""The text arm in tantivy: one index per large bank beside the SQLite file, from its rows.
+
+A bank is indexed here once it holds ``large_bank`` documents (and stays indexed); FTS5
+answers the searches of smaller banks, and writes to them commit nothing here.
 
 SQLite stays the commit point. A bank's tantivy index holds, per row, ``doc_id``
 (what a search answers), ``seq``, ``event_id`` (the key a changed row is replaced
