@@ -16,13 +16,8 @@ import tantivy
 
 from cogsub.index.ports import DocumentPatch, SearchFilters
 from cogsub.index.sqlite import SqliteMemoryIndex
-from cogsub.index.sqlite.tantivy_text import (
-    FTS5_IDF_FLOOR,
-    TEXT_STORE_VERSION,
-    TantivyText,
-    idf_to_fts5,
-    text_root,
-)
+from cogsub.index.sqlite.tantivy_query import FTS5_IDF_FLOOR, idf_to_fts5
+from cogsub.index.sqlite.tantivy_text import TEXT_STORE_VERSION, TantivyText, text_root
 from tests.contract.index_contract import make_doc
 
 DIMENSION = 8

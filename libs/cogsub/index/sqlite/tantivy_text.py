@@ -43,14 +43,12 @@ from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 import structlog
 import tantivy
 
 from cogsub.index.ports import SearchFilters
-from cogsub.index.sqlite.columns import epoch_us
-from cogsub.index.sqlite.reads import filter_sql
+from cogsub.index.sqlite.tantivy_query import en_stem, passing_rows, text_query
 from cogsub.sqlite_support import transaction
 
 __all__ = ["TEXT_STORE_VERSION", "TantivyText", "text_root"]
@@ -59,10 +57,6 @@ _log = structlog.get_logger("cogsub.index.sqlite")
 
 #: Bumped whenever the schema or analysis changes: a store of another version is rebuilt.
 TEXT_STORE_VERSION = 1
-#: Weight of a tags match against a summary match (FTS5's bm25 column weight).
-TAGS_BOOST = 0.5
-#: FTS5's bm25() floor for a term's idf (a term in half the documents or more).
-FTS5_IDF_FLOOR = 1e-6
 #: The writer's indexing heap: tantivy's floor is 3 MB a thread; a batch is small.
 WRITER_HEAP_BYTES = 15_000_000
 #: How much further a search fetches when SQLite's filters left fewer than ``size``.
@@ -101,13 +95,6 @@ def text_schema() -> tantivy.Schema:
     builder.add_text_field("fact_type", tokenizer_name="raw", index_option="basic")
     builder.add_integer_field("ts_us", stored=False, indexed=True, fast=True)
     return builder.build()
-
-
-def en_stem() -> tantivy.TextAnalyzer:
-    """tantivy's ``en_stem`` as an analyzer, so query terms become the indexed tokens."""
-    builder = tantivy.TextAnalyzerBuilder(tantivy.Tokenizer.simple())
-    builder = builder.filter(tantivy.Filter.remove_long(40)).filter(tantivy.Filter.lowercase())
-    return builder.filter(tantivy.Filter.stemmer("english")).build()
 
 
 @dataclass
@@ -393,7 +380,7 @@ class TantivyText:
         if size == 0:
             return []
         searcher = index.searcher()
-        query = self._query(searcher, terms, filters)
+        query = text_query(self._schema, self._analyzer, searcher, terms, filters)
         if query is None:
             return []
         wanted = size
@@ -403,35 +390,11 @@ class TantivyText:
             scored = {
                 int(d): float(s) for (s, _), d in zip(found, ids, strict=True) if d is not None
             }
-            kept = _passing(conn, scored, filters)
+            kept = passing_rows(conn, scored, filters)
             if len(kept) >= size or len(found) < wanted:
                 ranked = sorted(((d, scored[d]) for d in kept), key=lambda h: (-h[1], h[0]))
                 return ranked[:size]
             wanted *= WIDEN
-
-    def _query(
-        self, searcher: tantivy.Searcher, terms: list[str], filters: SearchFilters
-    ) -> tantivy.Query | None:
-        """The OR of the terms' tokens in summary and tags, each weighed to FTS5's idf."""
-        tokens = list(dict.fromkeys(t for term in terms for t in self._analyzer.analyze(term)))
-        schema, total = self._schema, searcher.num_docs
-        clauses = []
-        for token in tokens:
-            for name, weight in (("summary", 1.0), ("tags", TAGS_BOOST)):
-                holding = searcher.doc_freq(name, token)
-                if holding:
-                    boost = weight * idf_to_fts5(total, holding)
-                    term = tantivy.Query.term_query(schema, name, token)
-                    clauses.append((tantivy.Occur.Should, tantivy.Query.boost_query(term, boost)))
-        if not clauses:
-            return None
-        text = tantivy.Query.boolean_query(clauses)
-        narrowing = _immutable_filters(schema, filters)
-        if not narrowing:
-            return text
-        must = tantivy.Occur.Must
-        scoreless = [(must, tantivy.Query.const_score_query(q, 0.0)) for q in narrowing]
-        return tantivy.Query.boolean_query([(must, text), *scoreless])
 
     def _searchable(self, conn: sqlite3.Connection, bank_id: str) -> tantivy.Index | None | _Behind:
         """The bank's current index, ``None`` if it has none, ``_BEHIND`` if the store lags.
@@ -553,20 +516,6 @@ class TantivyText:
                 shutil.rmtree(entry, ignore_errors=True)
 
 
-def idf_to_fts5(documents: int, holding: int) -> float:
-    """The factor turning tantivy's idf of a term into FTS5's, the idf fusion was tuned on.
-
-    tantivy's ``ln(1 + (N - n + 0.5) / (n + 0.5))`` stays well above zero for a term in
-    most documents (a speaker's name in a conversation: ~0.4); FTS5's
-    ``ln((N - n + 0.5) / (n + 0.5))``, floored at 1e-6, gives such a term nothing, so
-    a name in half the turns does not outweigh the rare word that answers.
-    """
-    documents = max(documents, holding)
-    odds = (documents - holding + 0.5) / (holding + 0.5)
-    fts5 = max(math.log(odds), FTS5_IDF_FLOOR) if odds > 1.0 else FTS5_IDF_FLOOR
-    return fts5 / math.log1p(odds)
-
-
 def _manual(index: tantivy.Index) -> tantivy.Index:
     """No reload thread per bank: the writer reloads after its commits, readers on refresh."""
     index.config_reader(reload_policy="Manual")
@@ -582,35 +531,3 @@ def _bank_rows(conn: sqlite3.Connection, bank_id: str) -> list[_Row]:
     return conn.execute(
         f"SELECT {_ROW_COLUMNS} FROM documents WHERE bank_id = ?", (bank_id,)
     ).fetchall()
-
-
-def _immutable_filters(schema: tantivy.Schema, filters: SearchFilters) -> list[tantivy.Query]:
-    """The filters a row keeps for life, as tantivy narrows (SQLite checks all of them again)."""
-    narrowing = []
-    if filters.fact_types is not None:
-        kinds = sorted(kind.value for kind in filters.fact_types)
-        narrowing.append(tantivy.Query.term_set_query(schema, "fact_type", kinds))
-    if filters.since is not None or filters.until is not None:
-        since = None if filters.since is None else epoch_us(filters.since)
-        until = None if filters.until is None else epoch_us(filters.until)
-        narrowing.append(
-            tantivy.Query.range_query(
-                schema, "ts_us", tantivy.FieldType.Integer, since, until, True, until is None
-            )
-        )
-    return narrowing
-
-
-def _passing(
-    conn: sqlite3.Connection, scored: dict[int, float], filters: SearchFilters
-) -> set[int]:
-    """Which candidates are rows of the snapshot that pass every filter."""
-    if not scored:
-        return set()
-    clauses, params = filter_sql(filters)
-    found: list[Any] = conn.execute(
-        f"SELECT d.doc_id FROM documents AS d WHERE d.doc_id IN"  # noqa: S608 - clauses are ours
-        f" (SELECT value FROM json_each(?)) AND {clauses}",
-        (json.dumps(list(scored)), *params),
-    ).fetchall()
-    return {doc_id for (doc_id,) in found}
