@@ -380,8 +380,6 @@ _LIST_OPENINGS = (
 )
 _IRREGULAR_PLURALS = frozenset(["children", "people", "men", "women", "feet", "mice"])
 _NOT_PLURAL_ENDINGS = ("ss", "us", "is", "'s", "’s")
-
-
 _DURATIONS = frozenset({"seconds", "minutes", "hours", "days", "weeks", "months", "years"})
 
 

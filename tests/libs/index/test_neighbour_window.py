@@ -100,33 +100,49 @@ def test_a_chain_of_overlapping_reaches_is_one_span() -> None:
     assert spans([late, early, far], 20) == ([Span("s", 25, 70), Span("s", 80, 120)], [0, 0, 1])
 
 
+def nearest(
+    anchor: Anchor, stored: list[Stored], each_side: int, reach: int
+) -> tuple[list[tuple[int, str]], list[tuple[int, str]]]:
+    """(ts, event_id) of the anchor's turns before and after it, nearest first, by definition."""
+    place = (anchor.at_us, anchor.event_id)
+    same = [(ts, event_id) for session, ts, event_id in stored if session == anchor.session_id]
+    before = [row for row in same if row < place and row[0] >= anchor.at_us - reach]
+    after = [row for row in same if row > place and row[0] <= anchor.at_us + reach]
+    return sorted(before, reverse=True)[:each_side], sorted(after)[:each_side]
+
+
 def slow_window(
     anchors: list[Anchor], stored: list[Stored], each_side: int, reach: int, skip: set[str]
 ) -> list[str]:
     """The definition, directly: a sorted filter per anchor and side, then skip and repeats."""
     chosen: list[str] = []
     for anchor in anchors:
-        place = (anchor.at_us, anchor.event_id)
-        same = [(ts, event_id) for session, ts, event_id in stored if session == anchor.session_id]
-        before = [row for row in same if row < place and row[0] >= anchor.at_us - reach]
-        after = [row for row in same if row > place and row[0] <= anchor.at_us + reach]
-        nearest = sorted(before, reverse=True)[:each_side] + sorted(after)[:each_side]
-        chosen += [e for _, e in nearest if e not in skip and e not in chosen]
+        before, after = nearest(anchor, stored, each_side, reach)
+        chosen += [e for _, e in before + after if e not in skip and e not in chosen]
     return chosen
+
+
+def random_bank(
+    seed: int, least_each_side: int
+) -> tuple[random.Random, list[Stored], list[Anchor], int, int, set[str]]:
+    """A random bank of two sessions, anchors in it or not, and a window's each_side, reach
+    and skip; then the generator, for the caller's further draws."""
+    rng = random.Random(seed)
+    stored = [
+        (rng.choice("st"), rng.randrange(0, 60), f"e{n:02d}") for n in range(rng.randrange(40))
+    ]
+    anchors = [Anchor(rng.choice("stu"), rng.randrange(-5, 65), f"e{rng.randrange(45):02d}")]
+    anchors += [Anchor(*row) for row in rng.sample(stored, min(rng.randrange(6), len(stored)))]
+    rng.shuffle(anchors)
+    each_side, reach = rng.randrange(least_each_side, 5), rng.choice([0, 1, 3, 10, 100])
+    skip = {f"e{rng.randrange(45):02d}" for _ in range(rng.randrange(0, 6))}
+    return rng, stored, anchors, each_side, reach, skip
 
 
 def test_the_window_from_spans_equals_the_definition_on_random_banks() -> None:
     compared = 0
     for seed in range(400):
-        rng = random.Random(seed)
-        stored = [
-            (rng.choice("st"), rng.randrange(0, 60), f"e{n:02d}") for n in range(rng.randrange(40))
-        ]
-        anchors = [Anchor(rng.choice("stu"), rng.randrange(-5, 65), f"e{rng.randrange(45):02d}")]
-        anchors += [Anchor(*row) for row in rng.sample(stored, min(rng.randrange(6), len(stored)))]
-        rng.shuffle(anchors)
-        each_side, reach = rng.randrange(0, 5), rng.choice([0, 1, 3, 10, 100])
-        skip = {f"e{rng.randrange(45):02d}" for _ in range(rng.randrange(0, 6))}
+        _, stored, anchors, each_side, reach, skip = random_bank(seed, least_each_side=0)
         expected = slow_window(anchors, stored, each_side, reach, skip)
         assert window(anchors, stored, each_side, reach, skip) == expected, seed
         compared += bool(expected)
@@ -150,13 +166,9 @@ def asked_for(
     """What the query per anchor and side finds for the anchors ``numbers``, shuffled."""
     found: list[AskedRow[str]] = []
     for n in numbers:
-        anchor = anchors[n]
-        place = (anchor.at_us, anchor.event_id)
-        same = [(ts, e) for session, ts, e in stored if session == anchor.session_id]
-        before = [r for r in same if r < place and r[0] >= anchor.at_us - reach]
-        after = [r for r in same if r > place and r[0] <= anchor.at_us + reach]
-        found += [(n, 0, ts, e, e) for ts, e in sorted(before, reverse=True)[:each_side]]
-        found += [(n, 1, ts, e, e) for ts, e in sorted(after)[:each_side]]
+        before, after = nearest(anchors[n], stored, each_side, reach)
+        found += [(n, 0, ts, e, e) for ts, e in before]
+        found += [(n, 1, ts, e, e) for ts, e in after]
     random.Random(len(found)).shuffle(found)
     return found
 
@@ -164,15 +176,7 @@ def asked_for(
 def test_spans_read_and_anchors_asked_merge_as_the_definition_orders_them() -> None:
     compared = asked_some = 0
     for seed in range(400):
-        rng = random.Random(seed)
-        stored = [
-            (rng.choice("st"), rng.randrange(0, 60), f"e{n:02d}") for n in range(rng.randrange(40))
-        ]
-        anchors = [Anchor(rng.choice("stu"), rng.randrange(-5, 65), f"e{rng.randrange(45):02d}")]
-        anchors += [Anchor(*row) for row in rng.sample(stored, min(rng.randrange(6), len(stored)))]
-        rng.shuffle(anchors)
-        each_side, reach = rng.randrange(1, 5), rng.choice([0, 1, 3, 10, 100])
-        skip = {f"e{rng.randrange(45):02d}" for _ in range(rng.randrange(0, 6))}
+        rng, stored, anchors, each_side, reach, skip = random_bank(seed, least_each_side=1)
         found, span_of = spans(anchors, reach)
         dense = {n for n in range(len(found)) if rng.random() < 0.5}  # as the reader would say
         rows = [row for row in read(found, stored) if row[0] not in dense]

@@ -77,17 +77,19 @@ def oracle_doc_ids(
     return list(wanted.values())
 
 
-@pytest.fixture
-async def index_file(data_dir: Path) -> AsyncIterator[Path]:
-    path = data_dir / "index.sqlite3"
+async def written(path: Path, docs: list[IndexDocument]) -> Path:
+    """An index file at ``path`` holding ``docs``, closed."""
     index = SqliteMemoryIndex(path)
     await index.ensure(dimension=DIMENSION)
-    # One write: a sync per bank was most of this suite's time.
-    await index.upsert(
-        [d for seed in range(SEEDS) for d in random_bank(random.Random(seed), f"b{seed}")]
-    )
+    await index.upsert(docs)  # one write: a sync per bank was most of this suite's time
     await index.close()
-    yield path
+    return path
+
+
+@pytest.fixture
+async def index_file(data_dir: Path) -> AsyncIterator[Path]:
+    docs = [d for seed in range(SEEDS) for d in random_bank(random.Random(seed), f"b{seed}")]
+    yield await written(data_dir / "index.sqlite3", docs)
 
 
 @pytest.fixture
@@ -278,14 +280,8 @@ def span_count(anchors: list[IndexDocument], window_us: int | None) -> int:
 
 @pytest.fixture
 async def mixed_file(data_dir: Path) -> AsyncIterator[Path]:
-    path = data_dir / "mixed.sqlite3"
-    index = SqliteMemoryIndex(path)
-    await index.ensure(dimension=DIMENSION)
-    await index.upsert(
-        [d for seed in range(MIXED) for d in mixed_bank(random.Random(seed), f"m{seed}")]
-    )
-    await index.close()
-    yield path
+    docs = [d for seed in range(MIXED) for d in mixed_bank(random.Random(seed), f"m{seed}")]
+    yield await written(data_dir / "mixed.sqlite3", docs)
 
 
 def test_dense_and_sparse_spans_of_one_call_give_the_per_anchor_rows(

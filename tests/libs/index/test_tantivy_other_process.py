@@ -9,23 +9,19 @@ from __future__ import annotations
 import asyncio
 import json
 import os
-import sqlite3
 import subprocess
 import sys
-import threading
-from collections.abc import Callable
 from pathlib import Path
-from typing import Any
 
 import pytest
 
 from cogsub.index.ports import SearchFilters
 from cogsub.index.sqlite import SqliteMemoryIndex
-from cogsub.index.sqlite.tantivy_text import TantivyText, text_root
+from cogsub.index.sqlite.tantivy_text import text_root
 from tests.contract.index_contract import make_doc
+from tests.libs.index.tantivy_store import calls_of, seqs
 
 REPO = Path(__file__).resolve().parents[3]
-READER_THREADS = "cogsub-index-read"
 
 _WRITER = """
 import asyncio, os, sys
@@ -69,33 +65,6 @@ async def other_process(path: Path, action: str, bank: str, name: str, summary: 
 async def found(index: SqliteMemoryIndex, bank: str, query: str) -> list[str]:
     hits = await index.search_text(query, SearchFilters(bank_id=bank), size=50)
     return sorted(hit.document.event_id for hit in hits)
-
-
-def calls_of(monkeypatch: pytest.MonkeyPatch, name: str, *, searches: bool = False) -> list[Any]:
-    """Record what each call of ``TantivyText.<name>`` answered (the call still happens).
-
-    ``searches``: only calls on reader threads, where searches run (not a writer's).
-    """
-    answers: list[Any] = []
-    original: Callable[..., Any] = getattr(TantivyText, name)
-
-    def recorded(self: TantivyText, *args: Any) -> Any:
-        answer = original(self, *args)
-        if not searches or threading.current_thread().name.startswith(READER_THREADS):
-            answers.append(answer)
-        return answer
-
-    monkeypatch.setattr(TantivyText, name, recorded)
-    return answers
-
-
-def seqs(path: Path) -> tuple[int, int]:
-    """(SQLite's committed seq, the seq the tantivy store has applied)."""
-    with sqlite3.connect(path) as conn:
-        (sqlite_seq,) = conn.execute("SELECT seq FROM index_state").fetchone()
-    root = text_root(str(path))
-    assert root is not None
-    return sqlite_seq, json.loads((root / "state.json").read_text())["seq"]
 
 
 async def test_another_processs_writes_are_found_at_once_with_no_write_here(

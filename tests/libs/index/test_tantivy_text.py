@@ -19,6 +19,7 @@ from cogsub.index.sqlite import SqliteMemoryIndex
 from cogsub.index.sqlite.tantivy_query import FTS5_IDF_FLOOR, idf_to_fts5
 from cogsub.index.sqlite.tantivy_text import TEXT_STORE_VERSION, TantivyText, text_root
 from tests.contract.index_contract import make_doc
+from tests.libs.index.tantivy_store import calls_of, stored_state
 
 DIMENSION = 8
 REPO = Path(__file__).resolve().parents[3]
@@ -310,53 +311,32 @@ def test_without_tantivy_installed_fts5_still_answers_and_the_error_says_so(
         SqliteMemoryIndex(path)
 
 
-def indexed_banks(path: Path) -> dict[str, str]:
-    root = text_root(str(path))
-    assert root is not None
-    banks: dict[str, str] = json.loads((root / "state.json").read_text())["banks"]
-    return banks
-
-
-def tantivy_answers(monkeypatch: pytest.MonkeyPatch) -> list[bool]:
-    """Whether each text search from now on was answered by tantivy (else by FTS5)."""
-    answered: list[bool] = []
-    rank = TantivyText.rank
-
-    def spied(self: TantivyText, *args: object, **kwargs: object) -> object:
-        found = rank(self, *args, **kwargs)  # type: ignore[arg-type]
-        answered.append(found is not None)
-        return found
-
-    monkeypatch.setattr(TantivyText, "rank", spied)
-    return answered
-
-
 async def test_a_small_bank_is_fts5s_until_it_grows_large(
     path: Path, unique_name: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    answered = tantivy_answers(monkeypatch)
+    answered = calls_of(monkeypatch, "rank")
     small, large = f"{unique_name}-small", f"{unique_name}-large"
     index = SqliteMemoryIndex(path, text_engine="tantivy", large_bank=3)
     try:
         await index.upsert([make_doc(small, "a", summary="kiwi orchard")])
         await index.upsert([make_doc(large, f"d{i}", summary=f"kiwi {i}") for i in range(2)])
-        assert indexed_banks(path) == {}  # nothing committed to tantivy for small banks
+        assert stored_state(path)["banks"] == {}  # nothing committed to tantivy for small banks
         assert await found(index, large, "kiwi") == [f"{large}-d0", f"{large}-d1"]
-        assert answered == [False]
+        assert [a is not None for a in answered] == [False]
         # The third document makes the bank large: all of it is indexed, from then on.
         await index.upsert([make_doc(large, "d2", summary="kiwi harvest")])
-        assert set(indexed_banks(path)) == {large}
+        assert set(stored_state(path)["banks"]) == {large}
         assert await found(index, large, "kiwi") == [f"{large}-d{i}" for i in range(3)]
         await index.upsert([make_doc(large, "d3", summary="kiwi jam")])
         assert await found(index, large, "jam") == [f"{large}-d3"]
         assert await found(index, small, "kiwi") == [f"{small}-a"]
-        assert answered[1:] == [True, True, False]
+        assert [a is not None for a in answered[1:]] == [True, True, False]
         # A large bank keeps its index when it shrinks again.
         await index.delete(large, f"{large}-d0")
         await index.delete(large, f"{large}-d1")
-        assert set(indexed_banks(path)) == {large}
+        assert set(stored_state(path)["banks"]) == {large}
         assert await found(index, large, "kiwi") == [f"{large}-d2", f"{large}-d3"]
-        assert answered[-1] is True
+        assert answered[-1] is not None
     finally:
         await index.close()
 
@@ -375,7 +355,7 @@ async def test_a_lost_store_is_rebuilt_for_the_large_banks_only(
     reopened = SqliteMemoryIndex(path, text_engine="tantivy", large_bank=2)
     try:
         assert await found(reopened, small, "copper") == [f"{small}-a"]
-        assert set(indexed_banks(path)) == {large}
+        assert set(stored_state(path)["banks"]) == {large}
         assert await found(reopened, large, "pot") == [f"{large}-d0", f"{large}-d1"]
     finally:
         await reopened.close()
@@ -397,9 +377,9 @@ async def test_a_bank_grown_by_two_writers_is_indexed_when_it_reaches_the_size(
     try:
         await first.upsert([make_doc(unique_name, "a", summary="plum")])
         await second.upsert([make_doc(unique_name, "b", summary="plum")])
-        assert indexed_banks(path) == {}
+        assert stored_state(path)["banks"] == {}
         await first.upsert([make_doc(unique_name, "c", summary="plum tart")])
-        assert set(indexed_banks(path)) == {unique_name}
+        assert set(stored_state(path)["banks"]) == {unique_name}
         assert await found(second, unique_name, "plum") == [
             f"{unique_name}-{name}" for name in "abc"
         ]
@@ -408,23 +388,16 @@ async def test_a_bank_grown_by_two_writers_is_indexed_when_it_reaches_the_size(
         await second.close()
 
 
-def state_seq(path: Path) -> int:
-    root = text_root(str(path))
-    assert root is not None
-    seq: int = json.loads((root / "state.json").read_text())["seq"]
-    return seq
-
-
 async def test_with_no_bank_indexed_the_state_file_is_written_at_most_once_a_second(
     path: Path, unique_name: str
 ) -> None:
     index = SqliteMemoryIndex(path, text_engine="tantivy", large_bank=4)
     try:
         await index.upsert([make_doc(unique_name, "a", summary="fig")])
-        saved = state_seq(path)  # the first catch-up after open
+        saved = stored_state(path)["seq"]  # the first catch-up after open
         await index.upsert([make_doc(unique_name, "b", summary="fig")])
         await index.update(unique_name, f"{unique_name}-a", DocumentPatch(importance_score=0.9))
-        assert state_seq(path) == saved  # kept in memory meanwhile
+        assert stored_state(path)["seq"] == saved  # kept in memory meanwhile
         assert await found(index, unique_name, "fig") == [f"{unique_name}-a", f"{unique_name}-b"]
     finally:
         await index.close()
@@ -432,8 +405,8 @@ async def test_with_no_bank_indexed_the_state_file_is_written_at_most_once_a_sec
     reopened = SqliteMemoryIndex(path, text_engine="tantivy", large_bank=4)
     try:
         await reopened.upsert([make_doc(unique_name, f"c{i}", summary="fig jam") for i in range(2)])
-        assert set(indexed_banks(path)) == {unique_name}
-        assert state_seq(path) > saved
+        assert set(stored_state(path)["banks"]) == {unique_name}
+        assert stored_state(path)["seq"] > saved
         assert len(await found(reopened, unique_name, "fig")) == 4
     finally:
         await reopened.close()
@@ -472,14 +445,14 @@ async def test_another_instance_searches_a_bank_through_tantivy_once_it_grew_lar
     reading = SqliteMemoryIndex(path, text_engine="tantivy", large_bank=3)
     try:
         await writing.upsert([make_doc(unique_name, f"d{i}", summary="pear") for i in range(2)])
-        answered = tantivy_answers(monkeypatch)
+        answered = calls_of(monkeypatch, "rank")
         assert len(await found(reading, unique_name, "pear")) == 2
         await writing.upsert([make_doc(unique_name, "d2", summary="pear cider")])
         assert await found(reading, unique_name, "pear") == [
             f"{unique_name}-d{i}" for i in range(3)
         ]
         assert await found(reading, unique_name, "cider") == [f"{unique_name}-d2"]
-        assert answered == [False, True, True]
+        assert [a is not None for a in answered] == [False, True, True]
     finally:
         await writing.close()
         await reading.close()

@@ -240,7 +240,7 @@ def _counted_spans(
     ).fetchall()
     rows.sort()
     over = bisect_left(rows, (0,))  # the dense spans' rows, numbered below 0
-    return rows[over:] if over else rows, {-1 - row[0] for row in rows[:over]}
+    return rows[over:], {-1 - row[0] for row in rows[:over]}
 
 
 def _per_anchor(

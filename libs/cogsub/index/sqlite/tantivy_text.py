@@ -225,8 +225,8 @@ class TantivyText:
         gone = self._write_banks(state, indexes, by_bank, full)
         state_seq, state.seq = state.seq, seq
         self._sized_to = seq
-        # Nothing committed to tantivy (only small banks written): a state lost in a crash
-        # only makes the next catch-up read those rows again.
+        # Synced only when it names what tantivy just committed (or a tidied store): a state
+        # holding only a new seq, lost in a crash, makes the next catch-up read those rows again.
         self._save(state, in_file, committed=bool(by_bank or full or tidy))
         with self._refresh_lock:
             if state_seq != self._seen_seq:  # another instance committed to the store since
@@ -293,7 +293,7 @@ class TantivyText:
         """Write the state file (``committed``: synced, as tantivy committed what it names);
         with no bank indexed, keep a new ``seq`` in memory for up to ``UNSAVED_STATE_S``."""
         now = time.monotonic()
-        if committed or state.banks or in_file < 0 or now - self._saved_at >= UNSAVED_STATE_S:
+        if committed or state.banks or now - self._saved_at >= UNSAVED_STATE_S:
             self._write_state(state, durable=committed)
             self._unsaved, self._saved_at = None, now
         else:

@@ -126,8 +126,7 @@ def rank_text(
     # The table's own row count, the N of its bm25(): one small row a document. A table
     # too small for its terms to match ``STAGE_BUDGET`` rows in all is asked in one query,
     # as the frequencies would decide, without counting each term's rows first.
-    total = _rows_in(conn, table) if len(terms) > 1 else 0
-    if len(terms) > 1 and total * len(terms) > STAGE_BUDGET:
+    if len(terms) > 1 and (total := _rows_in(conn, table)) * len(terms) > STAGE_BUDGET:
         doc_freqs = [
             conn.execute(
                 f"SELECT count(*) FROM {table} WHERE {table} MATCH ?", (quote_fts5(term),)
