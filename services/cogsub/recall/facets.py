@@ -16,7 +16,7 @@ import asyncio
 from collections.abc import Awaitable, Callable, Sequence
 
 from cogsub.core.memory import MemoryHit, RecallRequest, RecallResponse
-from cogsub.recall.query import analyse_query, facets
+from cogsub.recall.query import asks_when, facets
 from cogsub.recall.ranking import Budget
 
 #: Ranks and fills one request, reading the session's novelty but recording nothing.
@@ -43,7 +43,7 @@ async def recall_by_facets(
     query once: recalled together, the facets would each have asked the model for the same).
     """
     # A "when" question asks for the date of one event the people shared: one turn says it.
-    parts = () if analyse_query(request.query).temporal else facets(request.query)
+    parts = () if asks_when(request.query) else facets(request.query)
     if not parts:
         response = await recall(bank_id, request)
         record(bank_id, request, response.results)

@@ -166,7 +166,7 @@ def analyse_query(text: str) -> QueryAnalysis:
     """Names, temporal intent and dates of ``text``; cheap (a few regexes)."""
     return QueryAnalysis(
         names=query_names(text),
-        temporal=bool(_TEMPORAL_QUESTION.search(text)),
+        temporal=asks_when(text),
         dates=dates_in(text),
         listing=asks_for_list(text),
         subjects=subjects(text),
@@ -383,6 +383,11 @@ _NOT_PLURAL_ENDINGS = ("ss", "us", "is", "'s", "’s")
 _DURATIONS = frozenset({"seconds", "minutes", "hours", "days", "weeks", "months", "years"})
 
 
+def asks_when(text: str) -> bool:
+    """Whether ``text`` asks when something happened ("When did ...", "What year ...")."""
+    return _TEMPORAL_QUESTION.search(text) is not None
+
+
 def asks_for_list(text: str) -> bool:
     """Whether ``text`` asks for several things of a kind, each likely said in its own turn.
 
@@ -392,7 +397,7 @@ def asks_for_list(text: str) -> bool:
     singular object ("What career path has Caroline decided to pursue?").
     """
     said = _SPACES.sub(" ", text.strip().lower())
-    if _TEMPORAL_QUESTION.search(said):
+    if asks_when(said):
         return False
     for opening in _LIST_OPENINGS:
         found = opening.match(said)

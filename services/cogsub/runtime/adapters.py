@@ -119,6 +119,7 @@ def build_index(settings: Settings) -> MemoryIndex:
             settings.index_path,
             text_engine=settings.index.text_engine,
             large_bank=settings.index.large_bank,
+            text_catch_up_s=settings.index.text_catch_up_s,
         )
     from cogsub.index.opensearch import OpenSearchMemoryIndex
 

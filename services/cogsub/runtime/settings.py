@@ -148,6 +148,15 @@ class IndexSettings(BaseModel):
         ge=0,
         description="documents a bank holds before tantivy indexes it (0: every bank)",
     )
+    # The index's own TEXT_CATCH_UP_S
+    text_catch_up_s: float = Field(
+        default=1.0,
+        ge=0,
+        description=(
+            "seconds between two catch-ups of tantivy with the writes (0: after every"
+            " write); a written bank's searches are FTS5's until then"
+        ),
+    )
 
 
 class MetricsSettings(BaseModel):

@@ -36,7 +36,7 @@ def path(data_dir: Path) -> Path:
 
 @pytest.fixture(params=["fts5", "tantivy"])
 async def index(path: Path, request: pytest.FixtureRequest) -> AsyncIterator[SqliteMemoryIndex]:
-    index = SqliteMemoryIndex(path, text_engine=request.param, large_bank=0)
+    index = SqliteMemoryIndex(path, text_engine=request.param, large_bank=0, text_catch_up_s=0)
     await index.ensure(dimension=DIMENSION)
     yield index
     await index.close()

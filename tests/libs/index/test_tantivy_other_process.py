@@ -30,7 +30,7 @@ from cogsub.index.sqlite.tantivy_text import TantivyText
 from tests.contract.index_contract import make_doc
 
 async def main(path, action, bank, name, summary):
-    index = SqliteMemoryIndex(path, text_engine="tantivy", large_bank=0)
+    index = SqliteMemoryIndex(path, text_engine="tantivy", large_bank=0, text_catch_up_s=0)
     if action == "dies-after-sqlite":
         TantivyText.catch_up = lambda self, conn: os._exit(9)
     if action == "delete":
@@ -70,7 +70,7 @@ async def found(index: SqliteMemoryIndex, bank: str, query: str) -> list[str]:
 async def test_another_processs_writes_are_found_at_once_with_no_write_here(
     path: Path, unique_name: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    serving = SqliteMemoryIndex(path, text_engine="tantivy", large_bank=0)
+    serving = SqliteMemoryIndex(path, text_engine="tantivy", large_bank=0, text_catch_up_s=0)
     try:
         assert await found(serving, unique_name, "walnut") == []  # opened before the writes
         caught_up = calls_of(monkeypatch, "catch_up")
@@ -98,7 +98,7 @@ async def test_another_processs_writes_are_found_at_once_with_no_write_here(
 async def test_a_writer_dead_between_its_commits_leaves_searches_right(
     path: Path, unique_name: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    serving = SqliteMemoryIndex(path, text_engine="tantivy", large_bank=0)
+    serving = SqliteMemoryIndex(path, text_engine="tantivy", large_bank=0, text_catch_up_s=0)
     try:
         assert await other_process(path, "upsert", unique_name, "first", "walnut grove") == 0
         assert await found(serving, unique_name, "walnut") == [f"{unique_name}-first"]
@@ -124,8 +124,9 @@ async def test_a_search_with_nothing_new_reads_no_state_and_reloads_only_its_ban
     path: Path, unique_name: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     banks = [f"{unique_name}{i}" for i in range(3)]
-    writing = SqliteMemoryIndex(path, text_engine="tantivy", large_bank=0)
-    serving = SqliteMemoryIndex(path, text_engine="tantivy", large_bank=0)  # its own store state
+    writing = SqliteMemoryIndex(path, text_engine="tantivy", large_bank=0, text_catch_up_s=0)
+    # its own store state
+    serving = SqliteMemoryIndex(path, text_engine="tantivy", large_bank=0, text_catch_up_s=0)
     try:
         await writing.upsert([make_doc(bank, "a", summary="cedar") for bank in banks])
         assert await found(serving, banks[0], "cedar") == [f"{banks[0]}-a"]
@@ -148,8 +149,9 @@ async def test_a_search_with_nothing_new_reads_no_state_and_reloads_only_its_ban
 async def test_a_bank_whose_directory_failed_to_open_is_answered_by_fts5(
     path: Path, unique_name: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    writing = SqliteMemoryIndex(path, text_engine="tantivy", large_bank=0)
-    serving = SqliteMemoryIndex(path, text_engine="tantivy", large_bank=0)  # its own store state
+    writing = SqliteMemoryIndex(path, text_engine="tantivy", large_bank=0, text_catch_up_s=0)
+    # its own store state
+    serving = SqliteMemoryIndex(path, text_engine="tantivy", large_bank=0, text_catch_up_s=0)
     try:
         assert await found(serving, unique_name, "walnut") == []  # opened before the writes
         await writing.upsert([make_doc(unique_name, "first", summary="walnut grove")])

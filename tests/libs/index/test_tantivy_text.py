@@ -31,7 +31,7 @@ def path(data_dir: Path) -> Path:
 
 
 def opened(path: Path) -> SqliteMemoryIndex:
-    return SqliteMemoryIndex(path, text_engine="tantivy", large_bank=0)
+    return SqliteMemoryIndex(path, text_engine="tantivy", large_bank=0, text_catch_up_s=0)
 
 
 async def found(index: SqliteMemoryIndex, bank: str, query: str) -> list[str]:
@@ -93,7 +93,7 @@ from cogsub.index.sqlite.tantivy_text import TantivyText
 from tests.contract.index_contract import make_doc
 
 async def main(path, bank):
-    index = SqliteMemoryIndex(path, text_engine="tantivy", large_bank=0)
+    index = SqliteMemoryIndex(path, text_engine="tantivy", large_bank=0, text_catch_up_s=0)
     await index.upsert([make_doc(bank, "first", summary="walnut grove")])
     TantivyText.catch_up = lambda self, conn: os._exit(9)
     await index.upsert([make_doc(bank, "second", summary="walnut shells")])
@@ -242,7 +242,7 @@ async def test_mutable_filters_widen_the_fetch_until_enough_pass(
 
 
 async def test_in_memory_the_store_lives_in_ram_and_forgets_too(unique_name: str) -> None:
-    index = SqliteMemoryIndex(":memory:", text_engine="tantivy", large_bank=0)
+    index = SqliteMemoryIndex(":memory:", text_engine="tantivy", large_bank=0, text_catch_up_s=0)
     try:
         await index.upsert(
             [make_doc(unique_name, "a", summary="amber fox"), make_doc(unique_name, "b")]
@@ -316,7 +316,7 @@ async def test_a_small_bank_is_fts5s_until_it_grows_large(
 ) -> None:
     answered = calls_of(monkeypatch, "rank")
     small, large = f"{unique_name}-small", f"{unique_name}-large"
-    index = SqliteMemoryIndex(path, text_engine="tantivy", large_bank=3)
+    index = SqliteMemoryIndex(path, text_engine="tantivy", large_bank=3, text_catch_up_s=0)
     try:
         await index.upsert([make_doc(small, "a", summary="kiwi orchard")])
         await index.upsert([make_doc(large, f"d{i}", summary=f"kiwi {i}") for i in range(2)])
@@ -345,14 +345,14 @@ async def test_a_lost_store_is_rebuilt_for_the_large_banks_only(
     path: Path, unique_name: str
 ) -> None:
     small, large = f"{unique_name}-small", f"{unique_name}-large"
-    index = SqliteMemoryIndex(path, text_engine="tantivy", large_bank=2)
+    index = SqliteMemoryIndex(path, text_engine="tantivy", large_bank=2, text_catch_up_s=0)
     await index.upsert([make_doc(small, "a", summary="copper kettle")])
     await index.upsert([make_doc(large, f"d{i}", summary="copper pot") for i in range(2)])
     await index.close()
     root = text_root(str(path))
     assert root is not None
     shutil.rmtree(root)
-    reopened = SqliteMemoryIndex(path, text_engine="tantivy", large_bank=2)
+    reopened = SqliteMemoryIndex(path, text_engine="tantivy", large_bank=2, text_catch_up_s=0)
     try:
         assert await found(reopened, small, "copper") == [f"{small}-a"]
         assert set(stored_state(path)["banks"]) == {large}
@@ -372,8 +372,8 @@ async def test_a_bank_grown_by_two_writers_is_indexed_when_it_reaches_the_size(
     path: Path, unique_name: str
 ) -> None:
     """Each writer counts a bank's rows it saw; the other's rows must not be missed."""
-    first = SqliteMemoryIndex(path, text_engine="tantivy", large_bank=3)
-    second = SqliteMemoryIndex(path, text_engine="tantivy", large_bank=3)
+    first = SqliteMemoryIndex(path, text_engine="tantivy", large_bank=3, text_catch_up_s=0)
+    second = SqliteMemoryIndex(path, text_engine="tantivy", large_bank=3, text_catch_up_s=0)
     try:
         await first.upsert([make_doc(unique_name, "a", summary="plum")])
         await second.upsert([make_doc(unique_name, "b", summary="plum")])
@@ -391,7 +391,7 @@ async def test_a_bank_grown_by_two_writers_is_indexed_when_it_reaches_the_size(
 async def test_with_no_bank_indexed_the_state_file_is_written_at_most_once_a_second(
     path: Path, unique_name: str
 ) -> None:
-    index = SqliteMemoryIndex(path, text_engine="tantivy", large_bank=4)
+    index = SqliteMemoryIndex(path, text_engine="tantivy", large_bank=4, text_catch_up_s=0)
     try:
         await index.upsert([make_doc(unique_name, "a", summary="fig")])
         saved = stored_state(path)["seq"]  # the first catch-up after open
@@ -402,7 +402,7 @@ async def test_with_no_bank_indexed_the_state_file_is_written_at_most_once_a_sec
     finally:
         await index.close()
     # Another instance reads the rows since the file's seq again; the bank grows large there.
-    reopened = SqliteMemoryIndex(path, text_engine="tantivy", large_bank=4)
+    reopened = SqliteMemoryIndex(path, text_engine="tantivy", large_bank=4, text_catch_up_s=0)
     try:
         await reopened.upsert([make_doc(unique_name, f"c{i}", summary="fig jam") for i in range(2)])
         assert set(stored_state(path)["banks"]) == {unique_name}
@@ -426,7 +426,7 @@ async def test_signal_writes_keep_a_small_banks_size_without_counting_it_again(
         return answer
 
     monkeypatch.setattr(TantivyText, "_large", spied)
-    index = SqliteMemoryIndex(path, text_engine="tantivy", large_bank=100)
+    index = SqliteMemoryIndex(path, text_engine="tantivy", large_bank=100, text_catch_up_s=0)
     try:
         for i in range(4):
             await index.upsert([make_doc(unique_name, f"d{i}")])
@@ -441,8 +441,8 @@ async def test_signal_writes_keep_a_small_banks_size_without_counting_it_again(
 async def test_another_instance_searches_a_bank_through_tantivy_once_it_grew_large(
     path: Path, unique_name: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    writing = SqliteMemoryIndex(path, text_engine="tantivy", large_bank=3)
-    reading = SqliteMemoryIndex(path, text_engine="tantivy", large_bank=3)
+    writing = SqliteMemoryIndex(path, text_engine="tantivy", large_bank=3, text_catch_up_s=0)
+    reading = SqliteMemoryIndex(path, text_engine="tantivy", large_bank=3, text_catch_up_s=0)
     try:
         await writing.upsert([make_doc(unique_name, f"d{i}", summary="pear") for i in range(2)])
         answered = calls_of(monkeypatch, "rank")

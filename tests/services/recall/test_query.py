@@ -9,6 +9,7 @@ import pytest
 from cogsub.recall.query import (
     DateSpan,
     analyse_query,
+    asks_when,
     dates_in,
     facets,
     has_time_expression,
@@ -58,6 +59,7 @@ def test_subjects_are_names_in_order_without_possessives_or_joined_names(
 )
 def test_temporal_intent(query: str, temporal: bool) -> None:
     assert analyse_query(query).temporal is temporal
+    assert asks_when(query) is temporal
 
 
 def test_dates_of_every_common_shape_in_order_without_repeats() -> None:

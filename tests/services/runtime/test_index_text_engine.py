@@ -1,5 +1,5 @@
-"""``COGSUB_INDEX__TEXT_ENGINE`` (and ``__LARGE_BANK``) choose what answers the embedded
-index's text searches."""
+"""``COGSUB_INDEX__TEXT_ENGINE`` (and ``__LARGE_BANK``, ``__TEXT_CATCH_UP_S``) choose what
+answers the embedded index's text searches."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import pytest
 from pydantic import ValidationError
 
 from cogsub.index.ports import SearchFilters
-from cogsub.index.sqlite.index import LARGE_BANK
+from cogsub.index.sqlite.index import LARGE_BANK, TEXT_CATCH_UP_S
 from cogsub.runtime.adapters import build_index
 from cogsub.runtime.settings import Settings
 from tests.contract.index_contract import make_doc
@@ -45,6 +45,7 @@ async def test_a_bank_is_indexed_by_tantivy_from_the_size_the_setting_names(
     data_dir: Path, unique_name: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setenv("COGSUB_INDEX__LARGE_BANK", "2")
+    monkeypatch.setenv("COGSUB_INDEX__TEXT_CATCH_UP_S", "0")  # after every write
     index = build_index(Settings(backend="embedded", data_dir=data_dir))
     state = data_dir / "index.text" / "state.json"
     try:
@@ -60,4 +61,11 @@ def test_the_default_large_bank_is_the_index_own(monkeypatch: pytest.MonkeyPatch
     assert Settings().index.large_bank == LARGE_BANK
     monkeypatch.setenv("COGSUB_INDEX__LARGE_BANK", "-1")
     with pytest.raises(ValidationError, match="large_bank"):
+        Settings()
+
+
+def test_the_default_catch_up_interval_is_the_index_own(monkeypatch: pytest.MonkeyPatch) -> None:
+    assert Settings().index.text_catch_up_s == TEXT_CATCH_UP_S
+    monkeypatch.setenv("COGSUB_INDEX__TEXT_CATCH_UP_S", "-0.5")
+    with pytest.raises(ValidationError, match="text_catch_up_s"):
         Settings()

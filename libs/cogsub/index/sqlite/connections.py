@@ -84,6 +84,14 @@ class TextEngine(Protocol):
         """
         ...
 
+    def catch_up_due(self) -> bool:
+        """Whether a catch-up a write put off has fallen due (read on any thread)."""
+        ...
+
+    def catch_up_owed(self, conn: sqlite3.Connection, *, closing: bool = False) -> None:
+        """Pay that catch-up (``closing``: due or not), on the writer's connection; never
+        raises."""
+
 
 class IndexConnection(sqlite3.Connection):
     """A connection that carries the index's text engine, for ``text.rank_text`` to ask.
@@ -138,6 +146,7 @@ class Connections:
         # set on the worker thread, read by read() as a hint).
         self._truncate_owed_at: float | None = None
         self._truncate_queued = False  # a read has queued a retry the writer has not run yet
+        self._catch_up_queued = False  # a read has queued the text engine's owed catch-up
 
     async def write(self, fn: Callable[..., _T], *args: Any) -> _T:
         if self._closed:
@@ -152,6 +161,9 @@ class Connections:
             result = fn(self._conn, *args)
             if self._truncate_due():
                 self._retry_truncate(self._conn)
+            self._catch_up_queued = False
+            if self._text_engine is not None and self._text_engine.catch_up_due():
+                self._text_engine.catch_up_owed(self._conn)
             return result
 
     def _truncate_due(self) -> bool:
@@ -177,6 +189,12 @@ class Connections:
             # Recall-only traffic retries it too, on the writer thread, not waited for.
             self._truncate_queued = True
             self._executor.submit(self._call, _nothing, ())
+        text = self._text_engine
+        if text is not None and text.catch_up_due() and not self._catch_up_queued:
+            # Likewise a text catch-up a burst of writes put off, once nothing writes.
+            self._catch_up_queued = True
+            if not self._closed:
+                self._executor.submit(self._call, _nothing, ())
         return result
 
     def _read_call(self, fn: Callable[..., _T], args: tuple[Any, ...]) -> _T:
@@ -294,6 +312,8 @@ class Connections:
         conn, self._conn = self._conn, None
         if conn is None:
             return
+        if self._text_engine is not None:
+            self._text_engine.catch_up_owed(conn, closing=True)
         try:
             if self._truncate_owed_at is not None:
                 # Waits up to the busy timeout: the last chance this index has.

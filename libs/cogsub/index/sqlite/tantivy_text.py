@@ -10,11 +10,16 @@ column weight) and the immutable filters ``fact_type`` and ``ts_us``. Mutable
 filters, and every filter again, are checked in SQLite on the candidates, widening
 the fetch until ``size`` pass, so an answer never holds a row the snapshot lacks.
 
-After every committed write the writer thread calls :meth:`TantivyText.catch_up`:
-rows and tombstones with a ``seq`` above the store's applied ``seq`` are applied,
-each touched bank committed and its searcher reloaded, then the applied ``seq``
-recorded (``state.json``). The same call on open repairs a crash between the two
-commits: applying a row again is idempotent (its ``event_id`` is deleted first).
+After a committed write the writer thread calls :meth:`TantivyText.catch_up`: rows
+and tombstones with a ``seq`` above the store's applied ``seq`` are applied, each
+touched bank committed and its searcher reloaded, then the applied ``seq`` recorded
+(``state.json``). Each touched bank is one tantivy commit (~5 ms of CPU, ~12 with its
+sync), so writes are caught up at most once per ``catch_up_s``: a write sooner than that
+after the last catch-up leaves it owed (:meth:`TantivyText.written`), and the next call
+on the writer after it falls due pays it (reads queue one; closing pays it). Meanwhile a
+search of a bank with rows or tombstones above the store's ``seq`` is FTS5's; other banks
+stay here. The same call on open repairs a crash between the two commits: applying a row
+again is idempotent (its ``event_id`` is deleted first).
 A bank with tombstones is written afresh into a new generation directory from its
 surviving rows and the old directory removed, so forgotten text is in no file (a
 tantivy delete only marks the document). A store made for another SQLite file (its
@@ -23,8 +28,9 @@ token differs), of another version, or missing is rebuilt from ``documents``.
 Another process's writes reach this one's searches at once: a search whose SQLite
 snapshot has a ``seq`` above the one its indexes answer for re-reads ``state.json``
 and reloads each bank's searcher on that bank's next search. If the store is still
-behind the snapshot (that writer is between its two commits, or died there), the
-search answers ``None`` and FTS5, written in SQLite's own transaction, answers it.
+behind the snapshot for the searched bank (that writer owes a catch-up, is between its
+two commits, or died there), the search answers ``None`` and FTS5, written in SQLite's
+own transaction, answers it.
 """
 
 from __future__ import annotations
@@ -73,6 +79,10 @@ _ROWS_AFTER = (
     " WHERE seq > ? AND bank_id IN (SELECT value FROM json_each(?))"
 )
 _BANKS_AFTER = "SELECT bank_id, count(*) FROM documents WHERE seq > ? GROUP BY bank_id"
+_BANK_CHANGED_AFTER = (
+    "SELECT EXISTS (SELECT 1 FROM documents WHERE seq > ?1 AND bank_id = ?2)"
+    " OR EXISTS (SELECT 1 FROM tombstones WHERE seq > ?1 AND bank_id = ?2)"
+)
 _DELETED_AFTER = "SELECT DISTINCT bank_id FROM tombstones WHERE seq > ?"
 _LARGE_BANKS = "SELECT bank_id FROM documents GROUP BY bank_id HAVING count(*) >= ?"
 
@@ -139,9 +149,14 @@ class TantivyText:
     ``catch_up`` run on the writer thread; ``rank`` on any thread.
     """
 
-    def __init__(self, root: Path | None, *, large_bank: int) -> None:
+    def __init__(self, root: Path | None, *, large_bank: int, catch_up_s: float) -> None:
         self._root = root
         self._large_bank = large_bank
+        self._catch_up_s = catch_up_s
+        # Set on the writer thread: when a write last caught up, and when the catch-up a
+        # write put off falls due (None: none owed); any thread reads the latter as a hint.
+        self._caught_up_at = -math.inf
+        self._owed_at: float | None = None
         # Writer thread only: each small bank's size when last counted, plus rows written
         # since, and the store ``seq`` they account for.
         self._sizes: dict[str, int] = {}
@@ -180,6 +195,41 @@ class TantivyText:
         """Apply what SQLite committed beyond the store's ``seq``; then readers see it."""
         with self._locked():
             self._catch_up_locked(conn, tidy=False)
+
+    def written(
+        self, conn: sqlite3.Connection, seq: int, *, changed: bool, at_once: bool = False
+    ) -> None:
+        """After SQLite's commit ``seq`` (``changed``: rows or tags written, not signals only):
+        catch up now, or owe it until ``catch_up_s`` has passed since the last catch-up
+        (``at_once``: now whatever the time, as for a forget)."""
+        now = time.monotonic()
+        if self._owed_at is None and not changed and not at_once:
+            self.pass_over(conn, seq)
+        elif at_once or now - self._caught_up_at >= self._catch_up_s:
+            self._owed_at = now  # cleared by the catch-up; still owed if it fails
+            self.catch_up(conn)
+            self._caught_up_at = time.monotonic()
+        elif self._owed_at is None:
+            self._owed_at = self._caught_up_at + self._catch_up_s
+
+    def catch_up_due(self) -> bool:
+        """Whether a catch-up ``written`` put off has fallen due (any thread: a hint)."""
+        owed_at = self._owed_at
+        return owed_at is not None and time.monotonic() >= owed_at
+
+    def catch_up_owed(self, conn: sqlite3.Connection, *, closing: bool = False) -> None:
+        """The catch-up ``written`` put off, once due (``closing``: if owed at all, so other
+        processes' searches need not wait for this one's next write); a failure is logged
+        and owed again."""
+        if self._owed_at is None or not (closing or self.catch_up_due()):
+            return
+        try:
+            self.catch_up(conn)
+        except Exception:
+            _log.exception("index_text_behind")
+            self._owed_at = time.monotonic() + max(self._catch_up_s, 1.0)
+            return
+        self._caught_up_at = time.monotonic()
 
     def pass_over(self, conn: sqlite3.Connection, seq: int) -> None:
         """Count SQLite's commit ``seq`` as applied: it changed signals, nothing indexed here.
@@ -232,6 +282,7 @@ class TantivyText:
             if state_seq != self._seen_seq:  # another instance committed to the store since
                 self._stale |= kept - by_bank.keys()
             self._indexes, self._named, self._seen_seq = indexes, frozenset(state.banks), seq
+        self._owed_at = None
         for directory in gone:
             self._remove(directory)
         if tidy:
@@ -372,7 +423,7 @@ class TantivyText:
         """``(doc_id, bm25)`` of the best ``size`` rows of ``conn``'s snapshot, best first.
 
         ``None`` when FTS5 answers: the bank is too small to have an index here, or the
-        store lacks some of the snapshot's commits.
+        store lacks some of the snapshot's commits to it.
         """
         index = self._searchable(conn, filters.bank_id)
         if index is None or isinstance(index, _Behind):
@@ -401,12 +452,15 @@ class TantivyText:
 
         Nothing changed since the last search costs one integer compare. A bank without an
         index may have grown large in a commit the store lacks: it is asked the same way.
+        While this instance owes a catch-up, the lag is its own: no file to read again.
         """
         (seq,) = conn.execute("SELECT seq FROM index_state").fetchone()
         if seq > self._seen_seq:
-            self._refresh(conn)
-            if seq > self._seen_seq:
-                _log.debug("index_text_behind_snapshot", snapshot=seq, store=self._seen_seq)
+            if self._owed_at is None:
+                self._refresh(conn)
+            seen = self._seen_seq
+            if seq > seen and conn.execute(_BANK_CHANGED_AFTER, (seen, bank_id)).fetchone()[0]:
+                _log.debug("index_text_behind_snapshot", snapshot=seq, store=seen)
                 return _BEHIND
         if bank_id in self._stale:
             self._reload(bank_id)
