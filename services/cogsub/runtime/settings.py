@@ -154,7 +154,7 @@ class IndexSettings(BaseModel):
         ge=0,
         description=(
             "seconds between two catch-ups of tantivy with the writes (0: after every"
-            " write); a written bank's searches are FTS5's until then"
+            " write); a bank changed since is searched through FTS5 until then"
         ),
     )
 

@@ -4,14 +4,15 @@ owe it, their banks' searches are FTS5's meanwhile, and the next call once due p
 from __future__ import annotations
 
 import asyncio
+import sqlite3
 import time
 from pathlib import Path
 
 import pytest
 
-from cogsub.index.ports import SearchFilters
+from cogsub.index.ports import DocumentPatch, SearchFilters
 from cogsub.index.sqlite import SqliteMemoryIndex
-from cogsub.index.sqlite.tantivy_text import TantivyText, text_root
+from cogsub.index.sqlite.tantivy_text import _BANK_CHANGED_AFTER, TantivyText, text_root
 from tests.contract.index_contract import make_doc
 from tests.libs.index.tantivy_store import calls_of, seqs, stored_state
 from tests.libs.index.test_tantivy_text import documents_holding
@@ -80,6 +81,9 @@ async def test_an_owed_catch_up_is_paid_by_a_read_once_it_falls_due(
         await index.upsert([make_doc(unique_name, "b", summary="amber kiln")])
         sqlite_seq, store_seq = seqs(path)
         assert store_seq < sqlite_seq  # owed
+        reminder = index._db._catch_up_reminder  # reads alone are to pay it here
+        assert reminder is not None
+        reminder.cancel()
         answered = calls_of(monkeypatch, "rank", searches=True)
         deadline = time.monotonic() + 10
         while True:  # searches only: each queues the catch-up once it is due
@@ -95,7 +99,7 @@ async def test_an_owed_catch_up_is_paid_by_a_read_once_it_falls_due(
         await index.close()
 
 
-async def test_a_write_once_due_pays_the_owed_catch_up_in_one_commit_a_bank(
+async def test_an_owed_catch_up_is_paid_when_due_in_one_commit_a_bank_with_no_call(
     path: Path, unique_name: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     banks = [f"{unique_name}-{n}" for n in range(3)]
@@ -106,12 +110,14 @@ async def test_a_write_once_due_pays_the_owed_catch_up_in_one_commit_a_bank(
         for n in range(4):
             await index.upsert([make_doc(bank, f"x{n}", summary="kiln") for bank in banks])
         assert commits == []
-        await asyncio.sleep(2.05)
-        await index.upsert([make_doc(bank, "last", summary="kiln") for bank in banks])
-        # However many writes it owed, each bank took one commit of all their rows.
-        assert commits == [5, 5, 5]
+        for _ in range(200):  # no call at all: the reminder pays it once due
+            if seqs(path)[1] == seqs(path)[0]:
+                break
+            await asyncio.sleep(0.05)
         sqlite_seq, store_seq = seqs(path)
         assert store_seq == sqlite_seq
+        # However many writes owed it, each bank took one commit of all their rows.
+        assert commits == [4, 4, 4]
     finally:
         await index.close()
 
@@ -141,6 +147,67 @@ async def test_closing_pays_what_is_owed_so_other_processes_need_not_wait(
     assert store_seq < sqlite_seq
     await index.close()
     assert seqs(path) == (sqlite_seq, sqlite_seq)
+
+
+async def test_a_failing_catch_up_is_tried_again_after_a_pause_not_on_every_write(
+    path: Path, unique_name: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    index = opened(path, catch_up_s=0)
+    attempts: list[int] = []
+
+    def failing(self: TantivyText, conn: object) -> None:
+        attempts.append(1)
+        raise OSError("disk full")
+
+    try:
+        await index.upsert([make_doc(unique_name, "a", summary="amber")])
+        monkeypatch.setattr(TantivyText, "catch_up", failing)
+        for n in range(5):
+            await index.upsert([make_doc(unique_name, f"x{n}", summary="kiln")])
+        assert len(attempts) == 1  # then owed for a second, which these writes join
+        assert await found(index, unique_name, "kiln") == [f"{unique_name}-x{n}" for n in range(5)]
+    finally:
+        monkeypatch.undo()
+        await index.close()
+
+
+async def test_signal_writes_beside_another_instances_debt_commit_once_an_interval(
+    path: Path, unique_name: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    owing, serving = opened(path, catch_up_s=60), opened(path, catch_up_s=60)
+    try:
+        await owing.upsert([make_doc(unique_name, "a", summary="amber")])
+        await owing.upsert([make_doc(unique_name, "b", summary="kiln")])  # owed by `owing`
+        commits = commits_of(monkeypatch)
+        patch = DocumentPatch(retrieval_count_increment=1)
+        for n in range(5):  # recall feedback: signals only, the store never level
+            await owing.upsert([make_doc(unique_name, f"c{n}", summary="kiln")])
+            await serving.update(unique_name, f"{unique_name}-a", patch)
+            if n == 1:
+                paid = len(commits)  # serving's open caught up, then its first unlevel write
+        assert len(commits) == paid
+        kiln = [f"{unique_name}-b", *(f"{unique_name}-c{n}" for n in range(5))]
+        assert await found(serving, unique_name, "kiln") == kiln
+    finally:
+        await owing.close()
+        await serving.close()
+
+
+def test_a_banks_changes_are_found_by_the_seq_indexes_not_by_reading_the_bank(
+    path: Path,
+) -> None:
+    asyncio.run(_opened_and_closed(path))
+    with sqlite3.connect(path) as conn:
+        plan = " ".join(
+            row[-1] for row in conn.execute(f"EXPLAIN QUERY PLAN {_BANK_CHANGED_AFTER}", (0, "b"))
+        )
+    assert "documents_by_seq" in plan and "tombstones_by_seq" in plan
+
+
+async def _opened_and_closed(path: Path) -> None:
+    index = opened(path, catch_up_s=0)
+    await index.upsert([make_doc("b", "a")])
+    await index.close()
 
 
 def test_a_negative_interval_is_refused(path: Path) -> None:

@@ -84,8 +84,9 @@ class TextEngine(Protocol):
         """
         ...
 
-    def catch_up_due(self) -> bool:
-        """Whether a catch-up a write put off has fallen due (read on any thread)."""
+    def catch_up_in(self) -> float | None:
+        """Seconds until a catch-up a write put off falls due (0 or less: due; ``None``: none
+        owed); read on any thread."""
         ...
 
     def catch_up_owed(self, conn: sqlite3.Connection, *, closing: bool = False) -> None:
@@ -146,13 +147,32 @@ class Connections:
         # set on the worker thread, read by read() as a hint).
         self._truncate_owed_at: float | None = None
         self._truncate_queued = False  # a read has queued a retry the writer has not run yet
-        self._catch_up_queued = False  # a read has queued the text engine's owed catch-up
+        self._catch_up_queued = False  # a call is queued to pay the text engine's catch-up
+        self._catch_up_reminder: asyncio.TimerHandle | None = None
 
     async def write(self, fn: Callable[..., _T], *args: Any) -> _T:
         if self._closed:
             raise RuntimeError("this SqliteMemoryIndex is closed")
         loop = asyncio.get_running_loop()
-        return await loop.run_in_executor(self._executor, self._call, fn, args)
+        result = await loop.run_in_executor(self._executor, self._call, fn, args)
+        self._remind_catch_up(loop)
+        return result
+
+    def _remind_catch_up(self, loop: asyncio.AbstractEventLoop) -> None:
+        """A catch-up a write put off is paid when due even if nothing else calls by then."""
+        due_in = None if self._text_engine is None else self._text_engine.catch_up_in()
+        if due_in is not None and self._catch_up_reminder is None:
+            self._catch_up_reminder = loop.call_later(max(due_in, 0.0), self._reminded)
+
+    def _reminded(self) -> None:
+        self._catch_up_reminder = None
+        self._queue_catch_up()
+
+    def _queue_catch_up(self) -> None:
+        """A call on the writer, not waited for: it pays the text engine's catch-up if due."""
+        if not self._closed and not self._catch_up_queued:
+            self._catch_up_queued = True
+            self._executor.submit(self._call, _nothing, ())
 
     def _call(self, fn: Callable[..., _T], args: tuple[Any, ...]) -> _T:
         with mapped_errors(ERRORS):
@@ -162,7 +182,7 @@ class Connections:
             if self._truncate_due():
                 self._retry_truncate(self._conn)
             self._catch_up_queued = False
-            if self._text_engine is not None and self._text_engine.catch_up_due():
+            if self._text_engine is not None:
                 self._text_engine.catch_up_owed(self._conn)
             return result
 
@@ -189,12 +209,9 @@ class Connections:
             # Recall-only traffic retries it too, on the writer thread, not waited for.
             self._truncate_queued = True
             self._executor.submit(self._call, _nothing, ())
-        text = self._text_engine
-        if text is not None and text.catch_up_due() and not self._catch_up_queued:
-            # Likewise a text catch-up a burst of writes put off, once nothing writes.
-            self._catch_up_queued = True
-            if not self._closed:
-                self._executor.submit(self._call, _nothing, ())
+        due_in = None if self._text_engine is None else self._text_engine.catch_up_in()
+        if due_in is not None and due_in <= 0:
+            self._queue_catch_up()  # likewise a text catch-up writes put off, nothing writing
         return result
 
     def _read_call(self, fn: Callable[..., _T], args: tuple[Any, ...]) -> _T:
@@ -301,6 +318,9 @@ class Connections:
             return
         # Refuse new work first, so nothing queued after _close reopens the database.
         self._closed = True
+        if self._catch_up_reminder is not None:
+            self._catch_up_reminder.cancel()  # _close pays what is owed
+            self._catch_up_reminder = None
         loop = asyncio.get_running_loop()
         if self._reader is not None:
             await asyncio.to_thread(self._reader.shutdown, wait=True)

@@ -79,9 +79,10 @@ _ROWS_AFTER = (
     " WHERE seq > ? AND bank_id IN (SELECT value FROM json_each(?))"
 )
 _BANKS_AFTER = "SELECT bank_id, count(*) FROM documents WHERE seq > ? GROUP BY bank_id"
+# "+bank_id": by the seq indexes (what changed since), never by a bank index (its every row).
 _BANK_CHANGED_AFTER = (
-    "SELECT EXISTS (SELECT 1 FROM documents WHERE seq > ?1 AND bank_id = ?2)"
-    " OR EXISTS (SELECT 1 FROM tombstones WHERE seq > ?1 AND bank_id = ?2)"
+    "SELECT EXISTS (SELECT 1 FROM documents WHERE seq > ?1 AND +bank_id = ?2)"
+    " OR EXISTS (SELECT 1 FROM tombstones WHERE seq > ?1 AND +bank_id = ?2)"
 )
 _DELETED_AFTER = "SELECT DISTINCT bank_id FROM tombstones WHERE seq > ?"
 _LARGE_BANKS = "SELECT bank_id FROM documents GROUP BY bank_id HAVING count(*) >= ?"
@@ -201,28 +202,35 @@ class TantivyText:
     ) -> None:
         """After SQLite's commit ``seq`` (``changed``: rows or tags written, not signals only):
         catch up now, or owe it until ``catch_up_s`` has passed since the last catch-up
-        (``at_once``: now whatever the time, as for a forget)."""
-        now = time.monotonic()
-        if self._owed_at is None and not changed and not at_once:
-            self.pass_over(conn, seq)
-        elif at_once or now - self._caught_up_at >= self._catch_up_s:
-            self._owed_at = now  # cleared by the catch-up; still owed if it fails
-            self.catch_up(conn)
-            self._caught_up_at = time.monotonic()
-        elif self._owed_at is None:
+        (``at_once``: now whatever the time, as for a forget). Never raises."""
+        if at_once:
+            self._pay(conn)
+        elif self._owed_at is not None:
+            return  # already owed (a failed catch-up's backoff included): joins that one
+        elif not changed and self._passed_over(conn, seq):
+            return
+        elif time.monotonic() - self._caught_up_at >= self._catch_up_s:
+            self._pay(conn)
+        else:
             self._owed_at = self._caught_up_at + self._catch_up_s
 
-    def catch_up_due(self) -> bool:
-        """Whether a catch-up ``written`` put off has fallen due (any thread: a hint)."""
+    def catch_up_in(self) -> float | None:
+        """Seconds until the owed catch-up falls due (0 or less: due); ``None``: none owed.
+
+        Any thread may ask: it is a hint, set on the writer thread.
+        """
         owed_at = self._owed_at
-        return owed_at is not None and time.monotonic() >= owed_at
+        return None if owed_at is None else owed_at - time.monotonic()
 
     def catch_up_owed(self, conn: sqlite3.Connection, *, closing: bool = False) -> None:
         """The catch-up ``written`` put off, once due (``closing``: if owed at all, so other
-        processes' searches need not wait for this one's next write); a failure is logged
-        and owed again."""
-        if self._owed_at is None or not (closing or self.catch_up_due()):
-            return
+        processes' searches need not wait for this one's next write). Never raises."""
+        due_in = self.catch_up_in()
+        if due_in is not None and (closing or due_in <= 0):
+            self._pay(conn)
+
+    def _pay(self, conn: sqlite3.Connection) -> None:
+        """Catch up now; a failure is logged and owed again after a pause, not at once."""
         try:
             self.catch_up(conn)
         except Exception:
@@ -231,18 +239,16 @@ class TantivyText:
             return
         self._caught_up_at = time.monotonic()
 
-    def pass_over(self, conn: sqlite3.Connection, seq: int) -> None:
-        """Count SQLite's commit ``seq`` as applied: it changed signals, nothing indexed here.
+    def _passed_over(self, conn: sqlite3.Connection, seq: int) -> bool:
+        """Count SQLite's commit ``seq`` as applied if it only changed signals and the store
+        is level up to the commit before; whether it was (if not, the caller catches up).
 
-        Only when the store is level up to the commit before; otherwise ``catch_up``
-        (which applies the rows again, harmlessly). Signal updates follow recalls: a
-        tantivy commit each would cost more than the recall.
+        Signal updates follow recalls: a tantivy commit each would cost more than the recall.
         """
         with self._locked():
             state, in_file = self._current_state()
             if state is None or state.seq != seq - 1 or self._seen_seq != seq - 1:
-                self._catch_up_locked(conn, tidy=False)
-                return
+                return False
             state.seq = seq
             if self._sized_to == seq - 1:
                 self._sized_to = seq  # a commit of signals adds no row to any bank
@@ -250,6 +256,7 @@ class TantivyText:
             self._save(state, in_file, committed=False)
             with self._refresh_lock:
                 self._seen_seq = seq
+        return True
 
     def close(self) -> None:
         self._indexes = {}
