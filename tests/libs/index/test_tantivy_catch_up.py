@@ -10,12 +10,12 @@ from pathlib import Path
 
 import pytest
 
-from cogsub.index.ports import DocumentPatch, SearchFilters
+from cogsub.index.ports import DocumentPatch
 from cogsub.index.sqlite import SqliteMemoryIndex
 from cogsub.index.sqlite.tantivy_text import _BANK_CHANGED_AFTER, TantivyText, text_root
 from tests.contract.index_contract import make_doc
 from tests.libs.index.tantivy_store import calls_of, seqs, stored_state
-from tests.libs.index.test_tantivy_text import documents_holding
+from tests.libs.index.test_tantivy_text import documents_holding, found
 
 
 @pytest.fixture
@@ -25,11 +25,6 @@ def path(data_dir: Path) -> Path:
 
 def opened(path: Path, catch_up_s: float) -> SqliteMemoryIndex:
     return SqliteMemoryIndex(path, text_engine="tantivy", large_bank=0, text_catch_up_s=catch_up_s)
-
-
-async def found(index: SqliteMemoryIndex, bank: str, query: str) -> list[str]:
-    hits = await index.search_text(query, SearchFilters(bank_id=bank), size=50)
-    return sorted(hit.document.event_id for hit in hits)
 
 
 def commits_of(monkeypatch: pytest.MonkeyPatch) -> list[int]:
