@@ -12,7 +12,14 @@ import pytest
 
 from cogsub.index.ports import DocumentPatch
 from cogsub.index.sqlite import SqliteMemoryIndex
-from cogsub.index.sqlite.tantivy_text import _BANK_CHANGED_AFTER, TantivyText, text_root
+from cogsub.index.sqlite.tantivy_text import (
+    _BANK_CHANGED_AFTER,
+    _BANKS_AFTER,
+    _DELETED_AFTER,
+    _ROWS_AFTER,
+    TantivyText,
+    text_root,
+)
 from tests.contract.index_contract import make_doc
 from tests.libs.index.tantivy_store import calls_of, seqs, stored_state
 from tests.libs.index.test_tantivy_text import documents_holding, found
@@ -188,15 +195,23 @@ async def test_signal_writes_beside_another_instances_debt_commit_once_an_interv
         await serving.close()
 
 
-def test_a_banks_changes_are_found_by_the_seq_indexes_not_by_reading_the_bank(
-    path: Path,
+@pytest.mark.parametrize(
+    ("query", "parameters", "indexes"),
+    [
+        (_BANK_CHANGED_AFTER, (0, "b"), ["documents_by_seq", "tombstones_by_seq"]),
+        (_BANKS_AFTER, (0,), ["documents_by_seq"]),
+        (_ROWS_AFTER, (0, '["b"]'), ["documents_by_seq"]),
+        (_DELETED_AFTER, (0,), ["tombstones_by_seq"]),
+    ],
+    ids=["bank changed", "banks written", "rows written", "banks deleted"],
+)
+def test_what_changed_since_is_read_by_the_seq_indexes_not_by_reading_banks(
+    path: Path, query: str, parameters: tuple[object, ...], indexes: list[str]
 ) -> None:
     asyncio.run(_opened_and_closed(path))
     with sqlite3.connect(path) as conn:
-        plan = " ".join(
-            row[-1] for row in conn.execute(f"EXPLAIN QUERY PLAN {_BANK_CHANGED_AFTER}", (0, "b"))
-        )
-    assert "documents_by_seq" in plan and "tombstones_by_seq" in plan
+        plan = " ".join(row[-1] for row in conn.execute(f"EXPLAIN QUERY PLAN {query}", parameters))
+    assert all(f"INDEX {index} (seq>?)" in plan for index in indexes), plan
 
 
 async def _opened_and_closed(path: Path) -> None:

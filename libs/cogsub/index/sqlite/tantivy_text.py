@@ -74,17 +74,19 @@ UNSAVED_STATE_S = 1.0
 _STATE = "state.json"
 _LOCK = "lock"
 _ROW_COLUMNS = "doc_id, event_id, bank_id, fact_type, ts_us, seq, summary, tags"
+# What changed since a seq, read through the seq indexes: "+bank_id" keeps SQLite from
+# answering by a bank index instead, which reads every row (851 ms against 5.6 for the
+# banks written since, at 350k documents; 149 against 3.9 ms for their rows).
 _ROWS_AFTER = (
     f"SELECT {_ROW_COLUMNS} FROM documents"
-    " WHERE seq > ? AND bank_id IN (SELECT value FROM json_each(?))"
+    " WHERE seq > ? AND +bank_id IN (SELECT value FROM json_each(?))"
 )
-_BANKS_AFTER = "SELECT bank_id, count(*) FROM documents WHERE seq > ? GROUP BY bank_id"
-# "+bank_id": by the seq indexes (what changed since), never by a bank index (its every row).
+_BANKS_AFTER = "SELECT bank_id, count(*) FROM documents WHERE seq > ? GROUP BY +bank_id"
 _BANK_CHANGED_AFTER = (
     "SELECT EXISTS (SELECT 1 FROM documents WHERE seq > ?1 AND +bank_id = ?2)"
     " OR EXISTS (SELECT 1 FROM tombstones WHERE seq > ?1 AND +bank_id = ?2)"
 )
-_DELETED_AFTER = "SELECT DISTINCT bank_id FROM tombstones WHERE seq > ?"
+_DELETED_AFTER = "SELECT DISTINCT +bank_id FROM tombstones WHERE seq > ?"
 _LARGE_BANKS = "SELECT bank_id FROM documents GROUP BY bank_id HAVING count(*) >= ?"
 
 
