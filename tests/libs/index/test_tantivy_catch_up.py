@@ -11,7 +11,6 @@ from pathlib import Path
 import pytest
 
 from cogsub.index.ports import DocumentPatch
-from cogsub.index.sqlite import SqliteMemoryIndex
 from cogsub.index.sqlite.tantivy_text import (
     _BANK_CHANGED_AFTER,
     _BANKS_AFTER,
@@ -22,16 +21,12 @@ from cogsub.index.sqlite.tantivy_text import (
 )
 from tests.contract.index_contract import make_doc
 from tests.libs.index.tantivy_store import calls_of, seqs, stored_state
-from tests.libs.index.test_tantivy_text import documents_holding, found
+from tests.libs.index.test_tantivy_text import documents_holding, found, opened
 
 
 @pytest.fixture
 def path(data_dir: Path) -> Path:
     return data_dir / "index.sqlite3"
-
-
-def opened(path: Path, catch_up_s: float) -> SqliteMemoryIndex:
-    return SqliteMemoryIndex(path, text_engine="tantivy", large_bank=0, text_catch_up_s=catch_up_s)
 
 
 def commits_of(monkeypatch: pytest.MonkeyPatch) -> list[int]:

@@ -30,8 +30,9 @@ def path(data_dir: Path) -> Path:
     return data_dir / "index.sqlite3"
 
 
-def opened(path: Path) -> SqliteMemoryIndex:
-    return SqliteMemoryIndex(path, text_engine="tantivy", large_bank=0, text_catch_up_s=0)
+def opened(path: Path, catch_up_s: float = 0) -> SqliteMemoryIndex:
+    """Every bank indexed; caught up after every write unless ``catch_up_s`` says otherwise."""
+    return SqliteMemoryIndex(path, text_engine="tantivy", large_bank=0, text_catch_up_s=catch_up_s)
 
 
 async def found(index: SqliteMemoryIndex, bank: str, query: str) -> list[str]:

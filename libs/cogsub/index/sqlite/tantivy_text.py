@@ -16,10 +16,10 @@ touched bank committed and its searcher reloaded, then the applied ``seq`` recor
 (``state.json``). Each touched bank is one tantivy commit (~5 ms of CPU, ~12 with its
 sync), so writes are caught up at most once per ``catch_up_s``: a write sooner than that
 after the last catch-up leaves it owed (:meth:`TantivyText.written`), and the next call
-on the writer after it falls due pays it (reads queue one; closing pays it). Meanwhile a
-search of a bank with rows or tombstones above the store's ``seq`` is FTS5's; other banks
-stay here. The same call on open repairs a crash between the two commits: applying a row
-again is idempotent (its ``event_id`` is deleted first).
+on the writer after it falls due pays it (a timer or a read queues one; closing pays
+it). Meanwhile a search of a bank with rows or tombstones above the store's ``seq`` is
+FTS5's; other banks stay here. The same call on open repairs a crash between the two
+commits: applying a row again is idempotent (its ``event_id`` is deleted first).
 A bank with tombstones is written afresh into a new generation directory from its
 surviving rows and the old directory removed, so forgotten text is in no file (a
 tantivy delete only marks the document). A store made for another SQLite file (its
@@ -204,7 +204,8 @@ class TantivyText:
     ) -> None:
         """After SQLite's commit ``seq`` (``changed``: rows or tags written, not signals only):
         catch up now, or owe it until ``catch_up_s`` has passed since the last catch-up
-        (``at_once``: now whatever the time, as for a forget). Never raises."""
+        (``at_once``: now whatever the time, as for a forget). A failed catch-up is logged and
+        owed again; recording a signal-only ``seq`` may raise (the caller logs it)."""
         if at_once:
             self._pay(conn)
         elif self._owed_at is not None:
