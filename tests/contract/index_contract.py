@@ -288,6 +288,34 @@ class MemoryIndexContract:
         hits = await index.search_text("giraffe", SearchFilters(bank_id=bank), size=5)
         assert ids(hits) == [first.event_id]
 
+    async def test_the_text_past_the_summary_is_searched_and_kept(
+        self, index: MemoryIndex, bank: str
+    ) -> None:
+        long = self.doc(
+            bank,
+            "long",
+            summary="Deploy notes for the billing service, step by step",
+            detail="last, restart the kubelet on every node and watch the rollout",
+        )
+        await index.upsert(
+            [long, self.doc(bank, "other", summary="lunch with the kubernetes team")]
+        )
+        assert_same_document(await index.get(bank, long.event_id), long)
+        hits = await index.search_text("kubelet rollouts", SearchFilters(bank_id=bank), size=5)
+        assert ids(hits) == [long.event_id]
+
+    async def test_a_new_detail_replaces_the_old_one_s_words(
+        self, index: MemoryIndex, bank: str
+    ) -> None:
+        first = self.doc(bank, "same", summary="release notes", detail="the zebra crossing")
+        await index.upsert([first])
+        second = first.model_copy(update={"detail": "the giraffe enclosure"})
+        await index.upsert([second])
+        assert_same_document(await index.get(bank, first.event_id), second)
+        assert await index.search_text("zebra", SearchFilters(bank_id=bank), size=5) == []
+        hits = await index.search_text("giraffe", SearchFilters(bank_id=bank), size=5)
+        assert ids(hits) == [first.event_id]
+
     async def test_upsert_of_many_documents_in_one_call(
         self, index: MemoryIndex, bank: str
     ) -> None:

@@ -1,11 +1,13 @@
 """Core types, scoring, keys and errors shared by every part of Cognitive Substrate."""
 
 from cogsub.core.documents import (
+    DETAIL_LENGTH,
     EXPERIENCE_INDEX,
     SUMMARY_LENGTH,
     EnrichedPayload,
     IndexDocument,
     IndexedPayload,
+    detail_of,
     enriched_payload_for,
     index_document_for,
     indexed_payload_for,
@@ -59,6 +61,7 @@ __all__ = [
     "MEMORY_INDEXED",
     "STAGE1_TOPICS",
     "SUMMARY_LENGTH",
+    "DETAIL_LENGTH",
     "TYPED_BLOCK_FACT_TYPES",
     "ArchivedEvent",
     "CogsubError",
@@ -86,6 +89,7 @@ __all__ = [
     "enriched_payload_for",
     "format_timestamp",
     "index_document_for",
+    "detail_of",
     "indexed_payload_for",
     "object_key_for",
     "parse_event",

@@ -17,6 +17,8 @@ from cogsub.core.events import ExperienceEvent, FactType, WireModel, format_time
 
 EXPERIENCE_INDEX = "experience_events"
 SUMMARY_LENGTH = 240
+#: Characters of text past the summary that the index also searches (``detail``).
+DETAIL_LENGTH = 2_000
 DEFAULT_SIGNAL = 0.5
 
 
@@ -40,10 +42,15 @@ class IndexDocument(BaseModel):
     tags: list[str]
     bank_id: str
     fact_type: FactType | None = None
+    detail: str = Field(
+        default="",
+        description="the text past the summary (up to DETAIL_LENGTH characters, whole words):"
+        " searched beside it, never returned in its place",
+    )
 
     def to_source(self) -> dict[str, Any]:
-        """The JSON body as stored in the index."""
-        return self.model_dump(mode="json")
+        """The JSON body as stored in the index: the seed's shape, ``detail`` only when some."""
+        return self.model_dump(mode="json", exclude=None if self.detail else {"detail"})
 
 
 class EnrichedPayload(WireModel):
@@ -92,7 +99,30 @@ def index_document_for(
         tags=list(event.tags),
         bank_id=event.bank_id,
         fact_type=event.fact_type,
+        detail=detail_of(event.input.text),
     )
+
+
+def detail_of(text: str) -> str:
+    """What of ``text`` the summary cuts off, bounded, so that its words are searchable too.
+
+    It starts at the word the summary's cut splits (so that word is found whole) and
+    ends at the last whole word within ``DETAIL_LENGTH`` characters.
+    """
+    if len(text) <= SUMMARY_LENGTH:
+        return ""
+    start = SUMMARY_LENGTH
+    while start > 0 and not text[start - 1].isspace():
+        start -= 1
+    if start == 0:  # one word longer than the summary: the rest of it
+        start = SUMMARY_LENGTH
+    end = start + DETAIL_LENGTH
+    if end < len(text):
+        while end > start and not text[end].isspace():
+            end -= 1
+        if end == start:  # no space in it at all: cut where the bound falls
+            end = start + DETAIL_LENGTH
+    return text[start:end].strip()
 
 
 def enriched_payload_for(doc: IndexDocument) -> EnrichedPayload:

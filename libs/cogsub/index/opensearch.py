@@ -67,7 +67,7 @@ _OWNER_FIELDS = "bank_id,event_id"
 
 
 class OpenSearchMemoryIndex(OpenSearchListing):
-    """Memory documents in one OpenSearch index: BM25 on ``summary``, HNSW vectors.
+    """Memory documents in one OpenSearch index: BM25 on ``summary`` and ``detail``, HNSW vectors.
 
     Args:
         url: One node's URL (``http://127.0.0.1:9200``); or give ``hosts``.
@@ -256,7 +256,7 @@ class OpenSearchMemoryIndex(OpenSearchListing):
         return found
 
     async def search_text(self, query: str, filters: SearchFilters, *, size: int) -> list[Hit]:
-        """BM25 hits on ``summary`` plus exact tag matches; no terms (only punctuation): no hits."""
+        """BM25 hits on ``summary`` and ``detail`` plus exact tag matches; no terms: no hits."""
         queries.check_size(size)
         terms = query_terms(query)
         if not terms or size == 0:
@@ -535,9 +535,18 @@ class OpenSearchMemoryIndex(OpenSearchListing):
         return [queries.document_id(bank_id, e) for e in dict.fromkeys(event_ids) if e]
 
     async def _mapped_dimension(self) -> int | None:
+        """The index's embedding dimension; first, the fields this code added mapped on it."""
         with translated("get mapping"):
             mapping = await self._client.indices.get_mapping(index=self._index)
-        return queries.mapped_dimension(mapping, self._index)
+        dimension = queries.mapped_dimension(mapping, self._index)
+        missing = queries.unmapped_fields(mapping, self._index)
+        if dimension is not None and missing:  # (an index without vectors is not ours)
+            with translated("put mapping", bad_request=ConfigurationError):
+                await self._client.indices.put_mapping(
+                    index=self._index, body={"properties": missing}
+                )
+            log.info("opensearch_mapping_extended", index=self._index, fields=sorted(missing))
+        return dimension
 
     async def _required_dimension(self) -> int:
         # Checked before writing: a bulk into a missing index would auto-create

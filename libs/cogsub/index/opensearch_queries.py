@@ -60,6 +60,9 @@ _KEYWORD_FIELDS = (
     "tags",
 )
 _FLOAT_FIELDS = ("confidence", "decay_factor", "importance_score", "reward_score")
+#: Fields mapped since the first indices were made: ``ensure`` adds any an index lacks
+#: (OpenSearch adds a field to a mapping in place; its older documents simply lack it).
+ADDED_FIELDS: Body = {"detail": {"type": "text", "analyzer": "english"}}
 
 
 def index_template(dimension: int, *, shards: int = 1, replicas: int = 0) -> Body:
@@ -93,6 +96,7 @@ def index_template(dimension: int, *, shards: int = 1, replicas: int = 0) -> Bod
         "summary": {"type": "text", "analyzer": "english"},
         "retrieval_count": {"type": "integer"},
         "timestamp": {"type": "date"},
+        **ADDED_FIELDS,
     }
     properties.update({name: {"type": "keyword"} for name in _KEYWORD_FIELDS})
     properties.update({name: {"type": "float"} for name in _FLOAT_FIELDS})
@@ -110,17 +114,28 @@ def index_template(dimension: int, *, shards: int = 1, replicas: int = 0) -> Bod
 
 def mapped_dimension(mapping_response: Mapping[str, Any], index: str) -> int | None:
     """The ``embedding`` dimension in a ``GET <index>/_mapping`` response, if mapped as a vector."""
+    field = _mapped_properties(mapping_response, index).get(EMBEDDING_FIELD, {})
+    if field.get("type") != "knn_vector" or not isinstance(field.get("dimension"), int):
+        return None
+    dimension: int = field["dimension"]
+    return dimension
+
+
+def unmapped_fields(mapping_response: Mapping[str, Any], index: str) -> Body:
+    """The ``ADDED_FIELDS`` a ``GET <index>/_mapping`` response lacks, as mapping properties."""
+    mapped = _mapped_properties(mapping_response, index)
+    return {name: field for name, field in ADDED_FIELDS.items() if name not in mapped}
+
+
+def _mapped_properties(mapping_response: Mapping[str, Any], index: str) -> Mapping[str, Any]:
     entry = mapping_response.get(index)
     if not isinstance(entry, Mapping) and len(mapping_response) == 1:
         # An alias answers under the concrete index name.
         entry = next(iter(mapping_response.values()))
     if not isinstance(entry, Mapping):
-        return None
-    field = entry.get("mappings", {}).get("properties", {}).get(EMBEDDING_FIELD, {})
-    if field.get("type") != "knn_vector" or not isinstance(field.get("dimension"), int):
-        return None
-    dimension: int = field["dimension"]
-    return dimension
+        return {}
+    properties = entry.get("mappings", {}).get("properties", {})
+    return properties if isinstance(properties, Mapping) else {}
 
 
 def filters_clause(filters: SearchFilters) -> list[Body]:
@@ -250,10 +265,11 @@ def neighbour_queries(
 def text_query(
     query: str, filters: SearchFilters, size: int, *, tag_terms: Sequence[str] = ()
 ) -> Body:
-    """A BM25 search: any query term may match ``summary``; filters do not score.
+    """A BM25 search: any query term may match ``summary`` or ``detail``; filters do not score.
 
     Args:
-        query: Text for the ``summary`` match (analysed by the english analyzer).
+        query: Text for the ``summary`` and ``detail`` matches (the english analyzer);
+            a document's score is the sum of both, as FTS5 sums its columns.
         filters: Restrictions; the bank term is always included.
         size: Hits to return.
         tag_terms: Terms that also score when a document has them as a tag
@@ -446,7 +462,10 @@ def bulk_failures(response: Mapping[str, Any], *, offset: int = 0) -> list[BulkF
 
 
 def _text_clause(query: str, filters: SearchFilters, tag_terms: Sequence[str]) -> Body:
-    should: list[Body] = [{"match": {"summary": {"query": query, "operator": "or"}}}]
+    should: list[Body] = [
+        {"match": {"summary": {"query": query, "operator": "or"}}},
+        {"match": {"detail": {"query": query, "operator": "or"}}},
+    ]
     if tag_terms:
         should.append({"terms": {"tags": list(tag_terms), "boost": TAG_MATCH_BOOST}})
     return {

@@ -546,6 +546,51 @@ async def test_a_version_2_file_is_rebuilt_for_ids_per_bank(path: Path, unique_n
     conn.close()
 
 
+async def test_a_version_3_file_s_text_tables_gain_the_detail_column(
+    path: Path, unique_name: str
+) -> None:
+    banks = [unique_name, f"{unique_name}-b"]
+    index = SqliteMemoryIndex(path, text_engine="fts5")
+    try:
+        await index.upsert(
+            [doc(bank, f"d{i}", summary=f"fig {i}") for bank in banks for i in range(4)]
+        )
+        await index.delete(banks[0], f"{banks[0]}-d3")
+        expected = await searched_everywhere(index, banks)
+    finally:
+        await index.close()
+    with sqlite3.connect(path) as conn:  # back to version 3: summary and tags alone
+        for (number,) in conn.execute("SELECT DISTINCT text_table FROM text_tables").fetchall():
+            table = f"text_{number}"
+            conn.execute(f"ALTER TABLE {table} RENAME TO old_{number}")
+            conn.execute(
+                f"CREATE VIRTUAL TABLE {table} USING fts5("
+                "summary, tags, tokenize = 'porter unicode61 remove_diacritics 2')"
+            )
+            conn.execute(
+                f"INSERT INTO {table} (rowid, summary, tags)"
+                f" SELECT rowid, summary, tags FROM old_{number}"
+            )
+            conn.execute(f"DROP TABLE old_{number}")
+        conn.execute("PRAGMA user_version = 3")
+    conn.close()
+    reopened = SqliteMemoryIndex(path, text_engine="fts5")
+    try:
+        assert await searched_everywhere(reopened, banks) == expected
+        await reopened.upsert([doc(banks[1], "long", summary="fig long", detail="a kumquat")])
+        hits = await reopened.search_text("kumquat", SearchFilters(banks[1]), size=5)
+        assert [hit.document.event_id for hit in hits] == [f"{banks[1]}-long"]
+    finally:
+        await reopened.close()
+    with sqlite3.connect(path) as conn:
+        assert conn.execute("PRAGMA user_version").fetchone() == (schema.SCHEMA_VERSION,)
+        assert checked_text_rows(conn) == 4 + 3 + 1
+        for (number,) in conn.execute("SELECT DISTINCT text_table FROM text_tables").fetchall():
+            columns = conn.execute(f"SELECT * FROM text_{number} LIMIT 0").description
+            assert [column[0] for column in columns] == ["summary", "tags", "detail"]
+    conn.close()
+
+
 async def test_staged_text_search_returns_what_the_full_query_returns(
     fts5_index: SqliteMemoryIndex, unique_name: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -108,6 +108,38 @@ async def test_ensure_is_idempotent_across_instances(
     assert await other.count() == 1
 
 
+async def test_an_index_mapped_before_the_detail_field_gains_it_on_first_use(
+    new_index: Callable[[], OpenSearchMemoryIndex], opensearch_endpoint: OpenSearchEndpoint
+) -> None:
+    first = new_index()
+    template = q.index_template(DIM)
+    for name in q.ADDED_FIELDS:  # as the index was made before these fields were mapped
+        del template["mappings"]["properties"][name]
+    with opensearch_endpoint.http() as http:
+        http.put(f"/{first.index_name}", json=template).raise_for_status()
+    old = make_doc("old", summary="a note written before")
+    with opensearch_endpoint.http() as http:
+        assert "detail" not in old.to_source()  # none to store: the seed's shape
+        written = http.put(
+            f"/{first.index_name}/_doc/{q.document_id(old.bank_id, old.event_id)}",
+            params={"refresh": "true"},
+            json=old.to_source(),
+        )
+        written.raise_for_status()
+    # A writer that never calls ensure (consolidation) extends the mapping before its write.
+    long = make_doc("long", summary="deploy notes").model_copy(
+        update={"detail": "then restart the kubelet"}
+    )
+    await first.upsert([long])
+    hits = await first.search_text("kubelet", SearchFilters(bank_id="bank-a"), size=5)
+    assert [hit.document.event_id for hit in hits] == ["long"]
+    assert await first.get("bank-a", "old") == old  # no detail stored: none read
+    with opensearch_endpoint.http() as http:
+        mapping = http.get(f"/{first.index_name}/_mapping").json()
+    assert mapping[first.index_name]["mappings"]["properties"]["detail"] == q.ADDED_FIELDS["detail"]
+    await new_index().ensure(dimension=DIM)  # and ensure finds nothing left to add
+
+
 async def test_ensure_with_another_dimension_is_a_configuration_error(
     index: OpenSearchMemoryIndex, new_index: Callable[[], OpenSearchMemoryIndex]
 ) -> None:

@@ -26,6 +26,7 @@ from cogsub.core.errors import ConfigurationError, FieldProblem, InvalidInputErr
 from cogsub.index.ports import DecayedPage, DecayStep, DocumentPatch
 from cogsub.index.sqlite.columns import (
     CACHE_ROW_COLUMNS,
+    STORED_DETAIL,
     CacheRow,
     document,
     epoch_us,
@@ -33,7 +34,13 @@ from cogsub.index.sqlite.columns import (
     timestamp_us,
 )
 from cogsub.index.sqlite.reads import BY_IDS_IN_BANK
-from cogsub.index.sqlite.text import insert_text, purge_text, text_table, text_table_to_write
+from cogsub.index.sqlite.text import (
+    delete_text,
+    insert_text,
+    purge_text,
+    text_table,
+    text_table_to_write,
+)
 from cogsub.index.sqlite.vectors import VectorCache
 from cogsub.sqlite_support import transaction
 
@@ -171,10 +178,7 @@ def delete_many(conn: sqlite3.Connection, bank_id: str, event_ids: list[str]) ->
         )
         table = text_table(conn, bank_id)
         if table is not None:
-            conn.execute(
-                f"DELETE FROM {table} WHERE rowid IN (SELECT value FROM json_each(?))",
-                doc_ids,
-            )
+            delete_text(conn, table, [doc_id for doc_id, _ in found])
         insert_rows(
             conn,
             "INSERT OR REPLACE INTO tombstones (bank_id, event_id, seq) VALUES (?, ?, ?)",
@@ -262,6 +266,8 @@ def decay_page(
     return DecayedPage(int(cursor.rowcount), str(last))
 
 
+#: What a row's FTS entry holds, as stored on ``documents AS d`` (tags as JSON).
+_TEXT_OF_D = f"d.summary, d.tags, {STORED_DETAIL}"
 _INSERT_DOCUMENTS = (
     "INSERT INTO documents (bank_id, fact_type, ts_us, importance_score, tags, seq,"
     " summary, body, embedding, event_id, doc_id) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
@@ -290,10 +296,10 @@ def _write_all(
             _write(conn, doc, ts_us, blob, seq)
             for doc, (ts_us, blob) in zip(documents, encoded, strict=True)
         ]
-    found: dict[tuple[str, str], tuple[int, str, str]] = {
-        (bank_id, event_id): (doc_id, summary, tags)
-        for event_id, doc_id, bank_id, summary, tags in conn.execute(
-            "SELECT d.event_id, d.doc_id, d.bank_id, d.summary, d.tags FROM json_each(?) AS j"
+    found: dict[tuple[str, str], tuple[int, tuple[str, str, str]]] = {
+        (bank_id, event_id): (doc_id, (summary, tags, detail))
+        for event_id, doc_id, bank_id, summary, tags, detail in conn.execute(
+            f"SELECT d.event_id, d.doc_id, d.bank_id, {_TEXT_OF_D} FROM json_each(?) AS j"
             " JOIN documents AS d"
             " ON d.bank_id = json_extract(j.value, '$[0]')"
             " AND d.event_id = json_extract(j.value, '$[1]')",
@@ -304,8 +310,8 @@ def _write_all(
     (next_id,) = conn.execute("SELECT COALESCE(MAX(doc_id), 0) + 1 FROM documents").fetchone()
     inserts: list[tuple[Any, ...]] = []
     updates: list[tuple[Any, ...]] = []
-    stale: dict[str, list[tuple[int]]] = {}
-    texts: dict[str, list[tuple[int, str, str]]] = {}
+    stale: dict[str, list[int]] = {}
+    texts: dict[str, list[tuple[int, str, str, str]]] = {}
     rows: list[CacheRow] = []
     for doc, (ts_us, blob) in zip(documents, encoded, strict=True):
         fact, tags, values = _columns(doc, ts_us, blob, seq)
@@ -316,13 +322,15 @@ def _write_all(
             inserts.append((*values, doc.event_id, doc_id))
             fts_stale = True
         else:
-            doc_id, old_summary, old_tags = old
+            doc_id, old_text = old
             updates.append((*values, doc_id))
-            fts_stale = (old_summary, old_tags) != (doc.summary, tags)
+            fts_stale = old_text != (doc.summary, tags, doc.detail)
             if fts_stale:
-                stale.setdefault(doc.bank_id, []).append((doc_id,))
+                stale.setdefault(doc.bank_id, []).append(doc_id)
         if fts_stale:
-            texts.setdefault(doc.bank_id, []).append((doc_id, doc.summary, " ".join(doc.tags)))
+            texts.setdefault(doc.bank_id, []).append(
+                (doc_id, doc.summary, " ".join(doc.tags), doc.detail)
+            )
         rows.append(
             (doc_id, doc.event_id, doc.bank_id, fact, ts_us, doc.importance_score, tags, blob)
         )
@@ -338,7 +346,7 @@ def _write_all(
     for bank_id, bank_texts in texts.items():
         table = text_table_to_write(conn, bank_id)
         if bank_id in stale:
-            conn.executemany(f"DELETE FROM {table} WHERE rowid = ?", stale[bank_id])
+            delete_text(conn, table, stale[bank_id])
         insert_rows(conn, insert_text(table), bank_texts)
     return rows
 
@@ -367,7 +375,7 @@ def _columns(
     """``fact_type``, ``tags`` (JSON) and the stored columns of ``doc`` in update order."""
     fact = None if doc.fact_type is None else doc.fact_type.value
     tags = json.dumps(doc.tags)
-    body = doc.model_dump_json(exclude={"embedding"})
+    body = doc.model_dump_json(exclude={"embedding"} if doc.detail else {"embedding", "detail"})
     return (
         fact,
         tags,
@@ -381,7 +389,7 @@ def _write(
     """Insert or update one document and its FTS row; returns it as ``CACHE_ROW_COLUMNS``."""
     fact, tags, values = _columns(doc, ts_us, blob, seq)
     found = conn.execute(
-        "SELECT doc_id, summary, tags FROM documents WHERE bank_id = ? AND event_id = ?",
+        f"SELECT d.doc_id, {_TEXT_OF_D} FROM documents AS d WHERE bank_id = ? AND event_id = ?",
         (doc.bank_id, doc.event_id),
     ).fetchone()
     if found is None:
@@ -397,14 +405,14 @@ def _write(
         )
         fts_stale = True
     else:
-        doc_id, old_summary, old_tags = found
+        doc_id, *old_text = found
         conn.execute(_UPDATE_DOCUMENT, (*values, doc_id))
-        fts_stale = (old_summary, old_tags) != (doc.summary, tags)
+        fts_stale = tuple(old_text) != (doc.summary, tags, doc.detail)
     if fts_stale:
         table = text_table_to_write(conn, doc.bank_id)
         if found is not None:
-            conn.execute(f"DELETE FROM {table} WHERE rowid = ?", (doc_id,))
-        conn.execute(insert_text(table), (doc_id, doc.summary, " ".join(doc.tags)))
+            delete_text(conn, table, [doc_id])
+        conn.execute(insert_text(table), (doc_id, doc.summary, " ".join(doc.tags), doc.detail))
     return (doc_id, doc.event_id, doc.bank_id, fact, ts_us, doc.importance_score, tags, blob)
 
 

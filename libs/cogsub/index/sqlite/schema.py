@@ -16,14 +16,16 @@ import time
 import structlog
 
 from cogsub.core.errors import ConfigurationError
-from cogsub.index.sqlite.text import text_table_to_write
+from cogsub.index.sqlite.text import TEXT_COLUMNS, text_table_to_write
 from cogsub.sqlite_support import transaction
 
 __all__ = ["DOCUMENT_COLUMNS", "SCHEMA", "SCHEMA_VERSION", "migrate"]
 
 _log = structlog.get_logger("cogsub.index.sqlite")
 
-SCHEMA_VERSION = 3
+SCHEMA_VERSION = 4
+#: The first version whose documents are unique per (bank, event id).
+_IDENTITY_PER_BANK_VERSION = 3
 
 DOCUMENT_COLUMNS = """
     doc_id INTEGER PRIMARY KEY,
@@ -102,6 +104,7 @@ def migrate(conn: sqlite3.Connection) -> None:
     _identity_per_bank(conn)
     conn.executescript(f"BEGIN IMMEDIATE;{SCHEMA}COMMIT;")
     _split_text_by_bank(conn)
+    _detail_in_text(conn)
 
 
 def _identity_per_bank(conn: sqlite3.Connection) -> None:
@@ -114,7 +117,7 @@ def _identity_per_bank(conn: sqlite3.Connection) -> None:
     with transaction(conn, write=True):
         (version,) = conn.execute("PRAGMA user_version").fetchone()
         table = "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'documents'"
-        if version >= SCHEMA_VERSION or conn.execute(table).fetchone() is None:
+        if version >= _IDENTITY_PER_BANK_VERSION or conn.execute(table).fetchone() is None:
             return
         started = time.perf_counter()
         conn.execute(f"CREATE TABLE documents_per_bank ({DOCUMENT_COLUMNS})")
@@ -153,3 +156,38 @@ def _split_text_by_bank(conn: sqlite3.Connection) -> None:
         conn.execute("DROP TABLE documents_fts")
     elapsed_ms = round(1000 * (time.perf_counter() - started))
     _log.info("index_text_split_by_bank", banks=len(banks), elapsed_ms=elapsed_ms)
+
+
+def _detail_in_text(conn: sqlite3.Connection) -> None:
+    """Give a version-3 file's FTS tables their ``detail`` column (FTS5 cannot add one).
+
+    Each table is copied into one with the column, empty for these rows: files of
+    version 3 and before never stored the text past the summary (``cogsub replay``
+    re-derives it from the archive). One transaction: a crash leaves the old tables
+    whole, and the next open redoes it.
+    """
+    with transaction(conn, write=True):
+        numbers = conn.execute("SELECT DISTINCT text_table FROM text_tables").fetchall()
+        lacking = [
+            table
+            for table in (f"text_{number}" for (number,) in numbers)
+            if "detail" not in _columns_of(conn, table)
+        ]
+        if not lacking:
+            return
+        started = time.perf_counter()
+        for table in lacking:
+            conn.execute(f"CREATE VIRTUAL TABLE {table}_with_detail USING fts5({TEXT_COLUMNS})")
+            conn.execute(
+                f"INSERT INTO {table}_with_detail (rowid, summary, tags, detail)"  # noqa: S608 - ours
+                f" SELECT rowid, summary, tags, '' FROM {table}"
+            )
+            conn.execute(f"DROP TABLE {table}")
+            conn.execute(f"ALTER TABLE {table}_with_detail RENAME TO {table}")
+    elapsed_ms = round(1000 * (time.perf_counter() - started))
+    _log.info("index_text_detail_added", tables=len(lacking), elapsed_ms=elapsed_ms)
+
+
+def _columns_of(conn: sqlite3.Connection, table: str) -> set[str]:
+    cursor = conn.execute(f"SELECT * FROM {table} LIMIT 0")  # noqa: S608 - ours
+    return {column[0] for column in cursor.description}

@@ -19,6 +19,7 @@ from cogsub.index.sqlite.reads import filter_sql
 
 __all__ = [
     "FTS5_IDF_FLOOR",
+    "DETAIL_BOOST",
     "TAGS_BOOST",
     "en_stem",
     "idf_to_fts5",
@@ -29,6 +30,8 @@ __all__ = [
 
 #: Weight of a tags match against a summary match (FTS5's bm25 column weight).
 TAGS_BOOST = 0.5
+#: Weight of a match in the text past the summary (FTS5's bm25 column weight).
+DETAIL_BOOST = 1.0
 #: FTS5's bm25() floor for a term's idf (a term in half the documents or more).
 FTS5_IDF_FLOOR = 1e-6
 
@@ -47,12 +50,12 @@ def text_query(
     terms: list[str],
     filters: SearchFilters,
 ) -> tantivy.Query | None:
-    """The OR of the terms' tokens in summary and tags, each weighed to FTS5's idf."""
+    """The OR of the terms' tokens in summary, tags and detail, each weighed to FTS5's idf."""
     tokens = list(dict.fromkeys(t for term in terms for t in analyzer.analyze(term)))
     total = searcher.num_docs
     clauses = []
     for token in tokens:
-        for name, weight in (("summary", 1.0), ("tags", TAGS_BOOST)):
+        for name, weight in (("summary", 1.0), ("tags", TAGS_BOOST), ("detail", DETAIL_BOOST)):
             holding = searcher.doc_freq(name, token)
             if holding:
                 boost = weight * idf_to_fts5(total, holding)

@@ -1,6 +1,7 @@
 """Text search: FTS5 tables per bank, and BM25 ranking answered in stages.
 
-``text_N`` holds ``summary`` and ``tags`` of its banks' rows (porter stemming,
+``text_N`` holds ``summary``, ``tags`` and ``detail`` (the text past the summary, up to
+``DETAIL_LENGTH`` characters) of its banks' rows (porter stemming,
 unicode61, diacritics removed), written in the same transaction as the row; a
 table per bank (``text_tables`` says which), shared in turn past ``TEXT_TABLES``
 banks. Text search ORs the quoted query terms (:mod:`cogsub.index.text_query`)
@@ -14,7 +15,9 @@ usually for a fraction of the work.
 
 from __future__ import annotations
 
+import json
 import sqlite3
+from collections.abc import Sequence
 from typing import Any
 
 from cogsub.index.ports import Hit, SearchFilters
@@ -28,9 +31,10 @@ from cogsub.index.text_query import (
 )
 from cogsub.sqlite_support import transaction
 
-#: BM25 column weights (summary, tags): tags are short, so full weight would let them dominate.
-BM25_WEIGHTS = "1.0, 0.5"
-TEXT_COLUMNS = "summary, tags, tokenize = 'porter unicode61 remove_diacritics 2'"
+#: BM25 column weights (summary, tags, detail): tags are short, so full weight would let them
+#: dominate; the text past the summary weighs as the summary does.
+BM25_WEIGHTS = "1.0, 0.5, 1.0"
+TEXT_COLUMNS = "summary, tags, detail, tokenize = 'porter unicode61 remove_diacritics 2'"
 #: FTS5 tables for text: one per bank up to this many banks, which later banks then share
 #: (each table is six in the schema, which every connection parses when it opens).
 TEXT_TABLES = 64
@@ -96,7 +100,15 @@ def purge_text(conn: sqlite3.Connection, table: str) -> None:
 
 
 def insert_text(table: str) -> str:
-    return f"INSERT INTO {table} (rowid, summary, tags) VALUES (?, ?, ?)"
+    return f"INSERT INTO {table} (rowid, summary, tags, detail) VALUES (?, ?, ?, ?)"
+
+
+def delete_text(conn: sqlite3.Connection, table: str, doc_ids: Sequence[int]) -> None:
+    """Delete rows' entries from ``table``."""
+    conn.execute(
+        f"DELETE FROM {table} WHERE rowid IN (SELECT value FROM json_each(?))",
+        (json.dumps(list(doc_ids)),),
+    )
 
 
 def rank_text(
