@@ -11,6 +11,7 @@ from cogsub.core.documents import (
     enriched_payload_for,
     index_document_for,
     indexed_payload_for,
+    indexed_text,
 )
 from cogsub.core.errors import (
     CogsubError,
@@ -90,6 +91,7 @@ __all__ = [
     "format_timestamp",
     "index_document_for",
     "detail_of",
+    "indexed_text",
     "indexed_payload_for",
     "object_key_for",
     "parse_event",

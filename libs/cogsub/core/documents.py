@@ -106,16 +106,15 @@ def index_document_for(
 def detail_of(text: str) -> str:
     """What of ``text`` the summary cuts off, bounded, so that its words are searchable too.
 
-    It starts at the word the summary's cut splits (so that word is found whole) and
+    It starts at the word the summary ends in (so a word the cut splits is found whole;
+    one the cut falls right after is held twice) unless the summary ends in a space, and
     ends at the last whole word within ``DETAIL_LENGTH`` characters.
     """
     if len(text) <= SUMMARY_LENGTH:
         return ""
     start = SUMMARY_LENGTH
     while start > 0 and not text[start - 1].isspace():
-        start -= 1
-    if start == 0:  # one word longer than the summary: the rest of it
-        start = SUMMARY_LENGTH
+        start -= 1  # (to 0 for a summary of one word: that word whole)
     end = start + DETAIL_LENGTH
     if end < len(text):
         while end > start and not text[end].isspace():
@@ -123,6 +122,22 @@ def detail_of(text: str) -> str:
         if end == start:  # no space in it at all: cut where the bound falls
             end = start + DETAIL_LENGTH
     return text[start:end].strip()
+
+
+def indexed_text(doc: IndexDocument) -> str:
+    """The memory's text as far as the index holds it: the summary, then the detail.
+
+    The detail starts with the word the summary ends in, unless the summary ends in a
+    space (``detail_of``), so that word is taken from the detail alone.
+    """
+    summary, detail = doc.summary, doc.detail
+    if not detail:
+        return summary
+    words_end = len(summary.rstrip())
+    if words_end < len(summary):
+        return f"{summary[:words_end]} {detail}"
+    starts = [at + 1 for at, char in enumerate(summary) if char.isspace()]
+    return summary[: starts[-1]] + detail if starts else detail
 
 
 def enriched_payload_for(doc: IndexDocument) -> EnrichedPayload:

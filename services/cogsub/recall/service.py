@@ -41,7 +41,7 @@ from cogsub.core.derived import (
     tag_value,
     tag_values,
 )
-from cogsub.core.documents import SUMMARY_LENGTH, IndexDocument
+from cogsub.core.documents import SUMMARY_LENGTH, IndexDocument, indexed_text
 from cogsub.core.errors import ConflictError, NotFoundError
 from cogsub.core.events import ArchivedEvent, EventType, ExperienceEvent, format_timestamp
 from cogsub.core.keys import object_key_for
@@ -231,7 +231,7 @@ class MemoryService:
         wanted = same_content_key(request.content)
         types = frozenset({request.fact_type}) if request.fact_type is not None else None
         filters = SearchFilters(bank_id=bank_id, fact_types=types)
-        query = request.content[:SUMMARY_LENGTH]  # the text index holds the summary alone
+        query = request.content[:SUMMARY_LENGTH]  # its summary: what any copy's text starts with
         hits = await self._index.search_text(query, filters, size=IDENTICAL_POOL)
         alike = [h.document for h in hits if _kept_alike(h.document, request)]
         texts = await asyncio.gather(*(self._whole_text(doc) for doc in alike))
@@ -416,14 +416,15 @@ class MemoryService:
     async def _reranked(self, query: str, ranked: Iterable[Scored]) -> Iterable[Scored]:
         """The head of the ranking blended with the reranker's scores, when one is set.
 
-        The reranker reads the indexed summary: the archive stays off recall's path.
+        The reranker reads the indexed text (summary and detail): the archive stays off
+        recall's path.
         """
         if self._reranking is None:
             return ranked
         ranked = list(ranked)  # it weighs every final score
         head = ranked[: self._reranking.max_candidates]
         order = await self._reranking.blended(
-            query, [s.final for s in ranked], [s.candidate.document.summary for s in head]
+            query, [s.final for s in ranked], [indexed_text(s.candidate.document) for s in head]
         )
         if order is None:
             return ranked

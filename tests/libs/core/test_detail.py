@@ -10,6 +10,7 @@ from cogsub.core import (
     SUMMARY_LENGTH,
     detail_of,
     index_document_for,
+    indexed_text,
     validate_event,
 )
 from cogsub.core.events import MAX_TEXT_LENGTH
@@ -46,7 +47,16 @@ def test_a_text_without_spaces_is_cut_where_the_bounds_fall() -> None:
     assert detail_of(text) == "z" * DETAIL_LENGTH
 
 
-@given(st.text(alphabet=st.sampled_from("ab \n"), max_size=SUMMARY_LENGTH + DETAIL_LENGTH + 300))
+#: Texts of short words around the summary's cut: a first word of any length moves the cut.
+long_texts = st.builds(
+    lambda first, words, separator: separator.join(["a" * first, *words]),
+    st.integers(1, SUMMARY_LENGTH + 20),
+    st.lists(st.text(alphabet="ab", min_size=1, max_size=9), min_size=30, max_size=400),
+    st.sampled_from([" ", "\n", "  "]),
+)
+
+
+@given(long_texts)
 def test_the_detail_is_part_of_the_text_past_the_summary_s_first_word(text: str) -> None:
     detail = detail_of(text)
     assert len(detail) <= DETAIL_LENGTH
@@ -74,3 +84,28 @@ def test_the_stored_body_is_the_seed_s_shape_unless_there_is_a_detail() -> None:
     assert "detail" not in doc.to_source()
     longer = doc.model_copy(update={"detail": "the rest"})
     assert longer.to_source()["detail"] == "the rest"
+
+
+@given(long_texts, st.booleans())
+def test_the_indexed_text_is_the_text_s_words_up_to_the_detail_s_end(
+    text: str, one_word: bool
+) -> None:
+    if one_word:
+        text = "".join(text.split())
+    event = validate_event(with_change("input.text", text))
+    doc = index_document_for(event, embedding=[0.0], importance_score=0.5, object_storage_key="k")
+    indexed, words = indexed_text(doc).split(), text.split()
+    if len(text) <= SUMMARY_LENGTH:
+        assert indexed_text(doc) == text
+    else:
+        assert len(indexed_text(doc)) > SUMMARY_LENGTH
+        assert indexed[:-1] == words[: len(indexed) - 1]
+        assert words[len(indexed) - 1].startswith(indexed[-1])  # cut at a bound mid-word
+
+
+def test_a_summary_of_one_word_is_held_whole_by_the_detail() -> None:
+    text = "a" * SUMMARY_LENGTH + " then more"
+    event = validate_event(with_change("input.text", text))
+    doc = index_document_for(event, embedding=[0.0], importance_score=0.5, object_storage_key="k")
+    assert doc.detail == text
+    assert indexed_text(doc) == text

@@ -605,6 +605,10 @@ async def test_staged_text_search_returns_what_the_full_query_returns(
                 rng.choice(banks),
                 f"x{i}",
                 summary=" ".join(rng.choices(vocabulary, weights, k=rng.randint(3, 12))),
+                # a third of the rows with a detail: all three columns in the bound
+                detail=" ".join(
+                    rng.choices(vocabulary, weights, k=rng.randint(0, 30) * (i % 3 == 0))
+                ),
                 fact_type=rng.choice([FactType.WORLD, FactType.EXPERIENCE, None]),
                 importance=rng.random(),
             )

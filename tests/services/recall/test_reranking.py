@@ -12,6 +12,7 @@ from typing import Any
 import pytest
 from structlog.testing import capture_logs
 
+from cogsub.core.documents import SUMMARY_LENGTH
 from cogsub.core.memory import MemoryHit, RecallRequest, RetainRequest
 from cogsub.embeddings.hash import HashEmbedder
 from cogsub.recall import MemoryService
@@ -82,6 +83,27 @@ async def test_the_reranker_orders_the_results_by_its_rule(
         assert hit.explain.rerank == pytest.approx(scores[hit.text])
         assert hit.explain.weights["rerank"] == 1.0
         assert hit.score == pytest.approx(hit.explain.rerank)
+
+
+async def test_the_reranker_reads_a_long_memory_past_its_summary(
+    data_dir: Path, rerank_server: RerankServer
+) -> None:
+    long = "Release checklist. " + "Check the changelog and the version. " * 7
+    long += "Finally, to deploy the billing service, run the deploy job for billing."
+    assert len(long) > SUMMARY_LENGTH and "deploy" not in long[:SUMMARY_LENGTH]
+    reranking = _http(rerank_server, weight=1.0)
+    async with _bank(data_dir) as stack:
+        await stack.service.retain(BANK, RetainRequest(content=long, wait=True))
+        reranked = await _recall(_service(stack, reranking))
+    await reranking.close()
+    (request,) = rerank_server.requests()
+    sent = request["body"]["texts"]
+    assert long in sent  # whole: it is within the summary and detail
+    scores = dict(zip(sent, relevance(QUERY, sent), strict=True))
+    (hit,) = [hit for hit in reranked if hit.text == long]  # lifted by its last sentence
+    assert hit.explain.rerank == pytest.approx(scores[long])
+    summary_only = [long[:SUMMARY_LENGTH] if text == long else text for text in sent]
+    assert scores[long] > relevance(QUERY, summary_only)[sent.index(long)]
 
 
 async def test_the_blend_keeps_the_breakdown_summing_to_the_score(

@@ -17,11 +17,11 @@ from cogsub.core.errors import FieldProblem, InvalidInputError
 from cogsub.core.events import FactType
 
 #: What the vector cache takes of a row, in this order (an SQL column list as well).
-#: A row's ``detail`` (the text past the summary), read from its stored JSON.
-STORED_DETAIL = "COALESCE(json_extract(body, '$.detail'), '')"
 CACHE_ROW_COLUMNS = "doc_id, event_id, bank_id, fact_type, ts_us, importance_score, tags, embedding"
 #: A row of ``CACHE_ROW_COLUMNS``: tags as a JSON array, the embedding as a float32 BLOB.
 CacheRow = tuple[Any, ...]
+#: A row's ``detail`` (the text past the summary), read from its stored JSON.
+STORED_DETAIL = "COALESCE(json_extract(body, '$.detail'), '')"
 #: Fact types as small integers (0: no fact type).
 FACT_CODES = {fact: code for code, fact in enumerate(FactType, start=1)}
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)

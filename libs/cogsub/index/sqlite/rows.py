@@ -278,6 +278,11 @@ _UPDATE_DOCUMENT = (
 )
 
 
+def _stored_body(doc: IndexDocument) -> str:
+    """The JSON stored for ``doc``: without the embedding (a BLOB), nor an empty detail."""
+    return doc.model_dump_json(exclude={"embedding"} if doc.detail else {"embedding", "detail"})
+
+
 def _write_all(
     conn: sqlite3.Connection,
     documents: Sequence[IndexDocument],
@@ -375,7 +380,7 @@ def _columns(
     """``fact_type``, ``tags`` (JSON) and the stored columns of ``doc`` in update order."""
     fact = None if doc.fact_type is None else doc.fact_type.value
     tags = json.dumps(doc.tags)
-    body = doc.model_dump_json(exclude={"embedding"} if doc.detail else {"embedding", "detail"})
+    body = _stored_body(doc)
     return (
         fact,
         tags,
@@ -510,6 +515,6 @@ def _patch_row(
         return _Patched(doc, _write(conn, doc, timestamp_us(doc.timestamp), blob, seq))
     conn.execute(
         "UPDATE documents SET importance_score = ?, body = ?, seq = ? WHERE doc_id = ?",
-        (doc.importance_score, doc.model_dump_json(exclude={"embedding"}), seq, doc_id),
+        (doc.importance_score, _stored_body(doc), seq, doc_id),
     )
     return _Patched(doc, None)
