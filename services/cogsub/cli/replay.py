@@ -11,7 +11,7 @@ from datetime import UTC, datetime
 from rich.console import Console
 from rich.progress import BarColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 
-from cogsub.replay import ReplayFilter, ReplayReport, replay
+from cogsub.replay import ReplayFilter, ReplayReport, fill_detail, replay
 from cogsub.runtime import Settings
 from cogsub.runtime.adapters import build_archive, build_bus, build_embedder, build_index
 from cogsub.runtime.index_versions import new_index_version
@@ -26,6 +26,12 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
     command.add_argument("--after-key", help="resume after this archive key (printed as it goes)")
     command.add_argument("--announce", action="store_true", help="re-publish memory.indexed")
     command.add_argument(
+        "--fill-detail",
+        action="store_true",
+        help="only give indexed memories the searchable text past their summary that an older "
+        "index lacks, keeping their retrieval counts and decay (docs/operations.md)",
+    )
+    command.add_argument(
         "--reembed",
         choices=["minilm", "hash", "openai"],
         help="embed every text again with this embedder into a new index version, and switch "
@@ -37,6 +43,16 @@ def run(args: argparse.Namespace, settings: Settings, console: Console) -> int:
     """Run ``cogsub replay``; prints progress with the key to resume after."""
     if args.command != "replay":
         return 2
+    if args.fill_detail and (args.announce or args.reembed is not None):
+        console.print("cogsub replay: --fill-detail goes alone; drop --announce and --reembed")
+        return 2
+    if args.fill_detail:
+        report = asyncio.run(_replay(args, settings, console))
+        console.print(
+            f"filled: {report.indexed} memories given their detail, "
+            f"{report.scanned} archived objects scanned"
+        )
+        return 0
     if args.reembed is not None:
         return _reembed(args, settings, console)
     report = asyncio.run(_replay(args, settings, console))
@@ -52,11 +68,16 @@ async def _replay(args: argparse.Namespace, settings: Settings, console: Console
         if bootstrap is not None:
             await bootstrap()
 
+        only = ReplayFilter(bank_id=args.bank, since=args.since, until=args.until)
         with _progress(console) as progress:
+            if args.fill_detail:
+                return await fill_detail(
+                    archive, index, only=only, after_key=args.after_key, on_progress=progress
+                )
             return await replay(
                 archive,
                 index,
-                only=ReplayFilter(bank_id=args.bank, since=args.since, until=args.until),
+                only=only,
                 after_key=args.after_key,
                 announce_to=bus,
                 on_progress=progress,

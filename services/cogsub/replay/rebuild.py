@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
 from datetime import datetime
 
@@ -106,6 +106,22 @@ async def replay(
     """
     only = only or ReplayFilter()
     report = ReplayReport()
+    async for keys in archived_batches(archive, only, after_key, report):
+        await _replay_batch(archive, index, keys, only, announce_to, report, reembed)
+        if on_progress is not None:
+            on_progress(report)
+    report.provenance = await restore_provenance(archive, index, bank_id=only.bank_id)
+    if on_progress is not None:
+        on_progress(report)
+    return report
+
+
+async def archived_batches(
+    archive: ArchiveStore, only: ReplayFilter, after_key: str | None, report: ReplayReport
+) -> AsyncIterator[list[str]]:
+    """The keys of archived memories ``only`` may admit, after ``after_key``, ``BATCH`` at a
+    time: consolidation's derived memories first, then the events by day (``report.scanned``
+    counts every memory key looked at)."""
     pending: list[str] = []
     for prefix, may_hold in (
         (CONSOLIDATION_PREFIX, only.may_hold_derived),
@@ -120,16 +136,10 @@ async def replay(
             if may_hold(key):
                 pending.append(key)
             if len(pending) >= BATCH:
-                await _replay_batch(archive, index, pending, only, announce_to, report, reembed)
+                yield pending
                 pending = []
-                if on_progress is not None:
-                    on_progress(report)
     if pending:
-        await _replay_batch(archive, index, pending, only, announce_to, report, reembed)
-    report.provenance = await restore_provenance(archive, index, bank_id=only.bank_id)
-    if on_progress is not None:
-        on_progress(report)
-    return report
+        yield pending
 
 
 async def restore_provenance(

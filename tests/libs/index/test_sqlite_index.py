@@ -504,17 +504,22 @@ async def test_a_version_1_file_is_split_into_text_tables_per_bank(
     conn.close()
 
 
-async def test_a_version_2_file_is_rebuilt_for_ids_per_bank(path: Path, unique_name: str) -> None:
-    banks = [unique_name, f"{unique_name}-b"]
-    index = SqliteMemoryIndex(path)
+async def four_a_bank_less_one(index: SqliteMemoryIndex, banks: list[str]) -> list[list[Hit]]:
+    """Four documents written to each bank and one of the first bank's deleted, then
+    ``searched_everywhere``; ``index`` is closed."""
     try:
         await index.upsert(
             [doc(bank, f"d{i}", summary=f"fig {i}") for bank in banks for i in range(4)]
         )
         await index.delete(banks[0], f"{banks[0]}-d3")
-        expected = await searched_everywhere(index, banks)
+        return await searched_everywhere(index, banks)
     finally:
         await index.close()
+
+
+async def test_a_version_2_file_is_rebuilt_for_ids_per_bank(path: Path, unique_name: str) -> None:
+    banks = [unique_name, f"{unique_name}-b"]
+    expected = await four_a_bank_less_one(SqliteMemoryIndex(path), banks)
     with sqlite3.connect(path) as conn:  # back to version 2: event_id alone is unique
         conn.execute("CREATE TABLE old_documents AS SELECT * FROM documents")
         conn.execute("DROP TABLE documents")
@@ -550,15 +555,7 @@ async def test_a_version_3_file_s_text_tables_gain_the_detail_column(
     path: Path, unique_name: str
 ) -> None:
     banks = [unique_name, f"{unique_name}-b"]
-    index = SqliteMemoryIndex(path, text_engine="fts5")
-    try:
-        await index.upsert(
-            [doc(bank, f"d{i}", summary=f"fig {i}") for bank in banks for i in range(4)]
-        )
-        await index.delete(banks[0], f"{banks[0]}-d3")
-        expected = await searched_everywhere(index, banks)
-    finally:
-        await index.close()
+    expected = await four_a_bank_less_one(SqliteMemoryIndex(path, text_engine="fts5"), banks)
     with sqlite3.connect(path) as conn:  # back to version 3: summary and tags alone
         for (number,) in conn.execute("SELECT DISTINCT text_table FROM text_tables").fetchall():
             table = f"text_{number}"
