@@ -279,6 +279,13 @@ def test_a_terms_weight_turns_tantivys_idf_into_fts5s(
     n = max(documents, holding)
     tantivy_idf = math.log1p((n - holding + 0.5) / (holding + 0.5))
     assert idf_to_fts5(documents, holding) * tantivy_idf == pytest.approx(fts5_idf)
+    assert idf_to_fts5(documents, holding, holding) == idf_to_fts5(documents, holding)
+
+
+def test_fts5s_idf_counts_the_rows_holding_a_term_in_any_field() -> None:
+    in_this_field = math.log1p((1000 - 2 + 0.5) / (2 + 0.5))  # tantivy's, two in this field
+    in_any_field = math.log((1000 - 40 + 0.5) / (40 + 0.5))  # FTS5's, forty rows in all
+    assert idf_to_fts5(1000, 2, 40) * in_this_field == pytest.approx(in_any_field)
 
 
 async def test_a_word_in_most_documents_scores_next_to_nothing(
@@ -294,6 +301,27 @@ async def test_a_word_in_most_documents_scores_next_to_nothing(
             "Caroline pottery", SearchFilters(bank_id=unique_name), size=10
         )
         assert hits[0].document.event_id == rare.event_id
+        assert max(h.score for h in hits[1:]) < 1e-3 * hits[0].score
+    finally:
+        await index.close()
+
+
+@pytest.mark.parametrize("engine", ["fts5", "tantivy"])
+async def test_a_name_in_every_summary_weighs_nothing_in_a_detail_either(
+    path: Path, unique_name: str, engine: str
+) -> None:
+    """FTS5 counts the rows holding a word in any column; tantivy weighs each field's
+    match by that count too, or a name rare in details would outweigh the answer."""
+    index = SqliteMemoryIndex(path, text_engine=engine, large_bank=0, text_catch_up_s=0)  # type: ignore[arg-type]
+    try:
+        turns = [make_doc(unique_name, f"t{i}", summary=f"Caroline: day {i}") for i in range(9)]
+        named = make_doc(unique_name, "named", summary="Melanie: a long day", detail="Caroline")
+        answer = make_doc(unique_name, "answer", summary="Melanie: pottery class")
+        await index.upsert([*turns, named, answer])
+        hits = await index.search_text(
+            "Caroline pottery", SearchFilters(bank_id=unique_name), size=20
+        )
+        assert hits[0].document.event_id == answer.event_id
         assert max(h.score for h in hits[1:]) < 1e-3 * hits[0].score
     finally:
         await index.close()

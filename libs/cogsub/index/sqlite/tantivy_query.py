@@ -32,6 +32,7 @@ __all__ = [
 TAGS_BOOST = 0.5
 #: Weight of a match in the text past the summary (FTS5's bm25 column weight).
 DETAIL_BOOST = 1.0
+_FIELDS = (("summary", 1.0), ("tags", TAGS_BOOST), ("detail", DETAIL_BOOST))
 #: FTS5's bm25() floor for a term's idf (a term in half the documents or more).
 FTS5_IDF_FLOOR = 1e-6
 
@@ -55,10 +56,13 @@ def text_query(
     total = searcher.num_docs
     clauses = []
     for token in tokens:
-        for name, weight in (("summary", 1.0), ("tags", TAGS_BOOST), ("detail", DETAIL_BOOST)):
-            holding = searcher.doc_freq(name, token)
-            if holding:
-                boost = weight * idf_to_fts5(total, holding)
+        holdings = {name: searcher.doc_freq(name, token) for name, _ in _FIELDS}
+        # FTS5's idf counts the rows holding a term in any column: at least the most any
+        # one field holds (a name in every summary weighs nothing in a detail either).
+        rows_holding = max(holdings.values())
+        for name, weight in _FIELDS:
+            if holding := holdings[name]:
+                boost = weight * idf_to_fts5(total, holding, rows_holding)
                 term = tantivy.Query.term_query(schema, name, token)
                 clauses.append((tantivy.Occur.Should, tantivy.Query.boost_query(term, boost)))
     if not clauses:
@@ -72,18 +76,21 @@ def text_query(
     return tantivy.Query.boolean_query([(must, text), *scoreless])
 
 
-def idf_to_fts5(documents: int, holding: int) -> float:
+def idf_to_fts5(documents: int, holding: int, rows_holding: int | None = None) -> float:
     """The factor turning tantivy's idf of a term into FTS5's, the idf fusion was tuned on.
 
-    tantivy's ``ln(1 + (N - n + 0.5) / (n + 0.5))`` stays well above zero for a term in
-    most documents (a speaker's name in a conversation: ~0.4); FTS5's
-    ``ln((N - n + 0.5) / (n + 0.5))``, floored at 1e-6, gives such a term nothing, so
-    a name in half the turns does not outweigh the rare word that answers.
+    tantivy's ``ln(1 + (N - n + 0.5) / (n + 0.5))`` (``n``: ``holding``, the documents
+    holding the term in this field) stays well above zero for a term in most documents
+    (a speaker's name in a conversation: ~0.4); FTS5's ``ln((N - m + 0.5) / (m + 0.5))``
+    (``m``: ``rows_holding``, those holding it in any field; ``holding`` if not given),
+    floored at 1e-6, gives such a term nothing, so a name in half the turns does not
+    outweigh the rare word that answers.
     """
-    documents = max(documents, holding)
-    odds = (documents - holding + 0.5) / (holding + 0.5)
+    rows_holding = holding if rows_holding is None else max(rows_holding, holding)
+    documents = max(documents, rows_holding)
+    odds = (documents - rows_holding + 0.5) / (rows_holding + 0.5)
     fts5 = max(math.log(odds), FTS5_IDF_FLOOR) if odds > 1.0 else FTS5_IDF_FLOOR
-    return fts5 / math.log1p(odds)
+    return fts5 / math.log1p((documents - holding + 0.5) / (holding + 0.5))
 
 
 def immutable_filters(schema: tantivy.Schema, filters: SearchFilters) -> list[tantivy.Query]:
