@@ -17,9 +17,10 @@ touched bank committed and its searcher reloaded, then the applied ``seq`` recor
 sync), so writes are caught up at most once per ``catch_up_s``: a write sooner than that
 after the last catch-up leaves it owed (:meth:`TantivyText.written`), and the next call
 on the writer after it falls due pays it (a timer or a read queues one; closing pays
-it). Meanwhile a search of a bank with rows or tombstones above the store's ``seq`` is
-FTS5's; other banks stay here. The same call on open repairs a crash between the two
-commits: applying a row again is idempotent (its ``event_id`` is deleted first).
+it). Meanwhile a search of a bank with rows above the store's ``seq`` stays here, those
+rows scored by FTS5 beside it (:mod:`.tantivy_search`). The same call on open repairs a
+crash between the two commits: applying a row again is idempotent (its ``event_id`` is
+deleted first).
 A bank with tombstones is written afresh into a new generation directory from its
 surviving rows and the old directory removed, so forgotten text is in no file (a
 tantivy delete only marks the document). A store made for another SQLite file (its
@@ -29,8 +30,8 @@ Another process's writes reach this one's searches at once: a search whose SQLit
 snapshot has a ``seq`` above the one its indexes answer for re-reads ``state.json``
 and reloads each bank's searcher on that bank's next search. If the store is still
 behind the snapshot for the searched bank (that writer owes a catch-up, is between its
-two commits, or died there), the search answers ``None`` and FTS5, written in SQLite's
-own transaction, answers it.
+two commits, or died there), FTS5, written in SQLite's own transaction, scores the rows
+it lacks (or answers the whole search, past ``LAGGING_ROWS`` of them).
 """
 
 from __future__ import annotations
@@ -55,7 +56,8 @@ import tantivy
 
 from cogsub.index.ports import SearchFilters
 from cogsub.index.sqlite.columns import STORED_DETAIL
-from cogsub.index.sqlite.tantivy_query import en_stem, passing_rows, text_query
+from cogsub.index.sqlite.tantivy_query import en_stem
+from cogsub.index.sqlite.tantivy_search import search_bank
 from cogsub.sqlite_support import transaction
 
 __all__ = ["TEXT_STORE_VERSION", "TantivyText", "text_root"]
@@ -66,8 +68,6 @@ _log = structlog.get_logger("cogsub.index.sqlite")
 TEXT_STORE_VERSION = 2
 #: The writer's indexing heap: tantivy's floor is 3 MB a thread; a batch is small.
 WRITER_HEAP_BYTES = 15_000_000
-#: How much further a search fetches when SQLite's filters left fewer than ``size``.
-WIDEN = 4
 #: Seconds a store indexing no bank may keep the ``seq`` it caught up to out of its state file:
 #: no search waits on it then, and writing the file costs ~1.3 ms a write here (a create and a
 #: rename). A crash or another writer meanwhile only makes a catch-up read those rows again.
@@ -436,37 +436,35 @@ class TantivyText:
         """``(doc_id, bm25)`` of the best ``size`` rows of ``conn``'s snapshot, best first.
 
         ``None`` when FTS5 answers: the bank is too small to have an index here, or the
-        store lacks some of the snapshot's commits to it.
+        store lacks too many of the snapshot's rows of it (``search_bank``).
         """
-        index = self._searchable(conn, filters.bank_id)
-        if index is None or isinstance(index, _Behind):
+        found = self._searchable(conn, filters.bank_id)
+        if found is None or isinstance(found, _Behind):
             return None
-        if size == 0:
-            return []
-        searcher = index.searcher()
-        query = text_query(self._schema, self._analyzer, searcher, terms, filters)
-        if query is None:
-            return []
-        wanted = size
-        while True:
-            found = searcher.search(query, wanted, count=False).hits
-            ids = searcher.fast_field_values("doc_id", [address for _, address in found])
-            scored = {
-                int(d): float(s) for (s, _), d in zip(found, ids, strict=True) if d is not None
-            }
-            kept = passing_rows(conn, scored, filters)
-            if len(kept) >= size or len(found) < wanted:
-                ranked = sorted(((d, scored[d]) for d in kept), key=lambda h: (-h[1], h[0]))
-                return ranked[:size]
-            wanted *= WIDEN
+        index, behind_since = found
+        return search_bank(
+            index,
+            self._schema,
+            self._analyzer,
+            conn,
+            terms,
+            filters,
+            size,
+            behind_since=behind_since,
+        )
 
-    def _searchable(self, conn: sqlite3.Connection, bank_id: str) -> tantivy.Index | None | _Behind:
-        """The bank's current index, ``None`` if it has none, ``_BEHIND`` if the store lags.
+    def _searchable(
+        self, conn: sqlite3.Connection, bank_id: str
+    ) -> tuple[tantivy.Index, int | None] | None | _Behind:
+        """The bank's current index and, if the snapshot holds rows of the bank the store
+        lacks, the ``seq`` it holds them to; ``None`` if it has none; ``_BEHIND`` if the
+        store lags and the bank has no index to answer with.
 
         Nothing changed since the last search costs one integer compare. A bank without an
         index may have grown large in a commit the store lacks: it is asked the same way.
         While this instance owes a catch-up, the lag is its own: no file to read again.
         """
+        behind_since = None
         (seq,) = conn.execute("SELECT seq FROM index_state").fetchone()
         if seq > self._seen_seq:
             if self._owed_at is None:
@@ -474,7 +472,7 @@ class TantivyText:
             seen = self._seen_seq
             if seq > seen and conn.execute(_BANK_CHANGED_AFTER, (seen, bank_id)).fetchone()[0]:
                 _log.debug("index_text_behind_snapshot", snapshot=seq, store=seen)
-                return _BEHIND
+                behind_since = seen
         if bank_id in self._stale:
             self._reload(bank_id)
         found = self._indexes.get(bank_id)
@@ -486,7 +484,9 @@ class TantivyText:
             if found is None and bank_id in self._named:
                 _log.debug("index_text_bank_unopened", bank_id=bank_id)
                 return _BEHIND
-        return None if found is None else found[1]
+        if found is None:
+            return None if behind_since is None else _BEHIND
+        return found[1], behind_since
 
     def _refresh(self, conn: sqlite3.Connection, *, retry: bool = False) -> None:
         """Take up what another instance committed to the store since (``state.json``).

@@ -1,0 +1,88 @@
+"""Searches of a bank whose tantivy index lags SQLite: the index answers for the rows it
+holds, FTS5 scores those written since, and the two are merged (``tantivy_search``)."""
+
+from __future__ import annotations
+
+import sqlite3
+from pathlib import Path
+
+import pytest
+
+from cogsub.core.events import FactType
+from cogsub.index.ports import SearchFilters
+from cogsub.index.sqlite import tantivy_search
+from cogsub.index.sqlite.tantivy_search import rescoring_sql
+from cogsub.index.sqlite.text import TEXT_COLUMNS
+from tests.contract.index_contract import make_doc
+from tests.libs.index.tantivy_store import calls_of
+from tests.libs.index.test_tantivy_text import found, opened
+
+
+@pytest.fixture
+def path(data_dir: Path) -> Path:
+    return data_dir / "index.sqlite3"
+
+
+async def test_a_row_rewritten_since_is_found_by_its_new_words_only(
+    path: Path, unique_name: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    index = opened(path, catch_up_s=60)  # the first write catches up, the next ones owe it
+    try:
+        await index.upsert([make_doc(unique_name, "a", summary="amber lantern")])
+        await index.upsert([make_doc(unique_name, "a", summary="cobalt kiln")])
+        answered = calls_of(monkeypatch, "rank", searches=True)
+        assert await found(index, unique_name, "lantern") == []
+        assert await found(index, unique_name, "kiln") == [f"{unique_name}-a"]
+        assert len(answered) == 2 and None not in answered  # tantivy's, not FTS5's alone
+    finally:
+        await index.close()
+
+
+async def test_rows_written_since_take_their_place_by_score_and_pass_the_filters(
+    path: Path, unique_name: str
+) -> None:
+    index = opened(path, catch_up_s=60)
+    try:
+        old = [make_doc(unique_name, f"o{i}", summary=f"amber note {i}") for i in range(5)]
+        await index.upsert(old)
+        both = make_doc(unique_name, "both", summary="amber kiln", fact_type=FactType.WORLD)
+        other = make_doc(unique_name, "other", summary="amber kiln", fact_type=FactType.EXPERIENCE)
+        await index.upsert([both, other])
+        bank = SearchFilters(bank_id=unique_name)
+        hits = await index.search_text("amber kiln", bank, size=3)
+        assert {hit.document.event_id for hit in hits[:2]} == {both.event_id, other.event_id}
+        assert hits[1].score > hits[2].score  # both words above one
+        worlds = SearchFilters(bank_id=unique_name, fact_types=frozenset({FactType.WORLD}))
+        hits = await index.search_text("kiln", worlds, size=5)
+        assert [hit.document.event_id for hit in hits] == [both.event_id]
+    finally:
+        await index.close()
+
+
+async def test_past_the_lagging_rows_fts5_answers_the_whole_search(
+    path: Path, unique_name: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(tantivy_search, "LAGGING_ROWS", 2)
+    index = opened(path, catch_up_s=60)
+    try:
+        await index.upsert([make_doc(unique_name, "a", summary="amber")])
+        answered = calls_of(monkeypatch, "rank", searches=True)
+        await index.upsert([make_doc(unique_name, f"n{i}", summary="amber") for i in range(2)])
+        assert len(await found(index, unique_name, "amber")) == 3
+        await index.upsert([make_doc(unique_name, "n2", summary="amber")])
+        assert len(await found(index, unique_name, "amber")) == 4
+        assert answered[0] is not None and answered[1] is None
+    finally:
+        await index.close()
+
+
+def test_the_rows_written_since_filter_the_match_instead_of_seeking_each_id() -> None:
+    conn = sqlite3.connect(":memory:")
+    conn.execute(f"CREATE VIRTUAL TABLE text_0 USING fts5({TEXT_COLUMNS})")
+    plan = " ".join(
+        row[-1]
+        for row in conn.execute(
+            f"EXPLAIN QUERY PLAN {rescoring_sql('text_0')}", ('"a"', 1, 1, "[1]")
+        )
+    )
+    assert "VIRTUAL TABLE INDEX 0:M3><" in plan, plan  # the match in a range, no rowid equality
