@@ -3,10 +3,12 @@
 One bank of ``--documents`` documents (words drawn Zipf-like from a vocabulary, so queries
 mix common and rare words), then ``--batches`` upserts of ``--batch`` new documents to it,
 each followed by ``--searches`` text searches (top 50 of two or three words), timed one by
-one. Three runs on fresh files: the FTS5 tables alone (the baseline), tantivy at the
-index's catch-up interval (``TEXT_CATCH_UP_S``: the searches come within it, so its index
-lags the rows just written, which FTS5 scores beside it), and tantivy caught up after every
-write (level, the writes paying a commit each). It prints each run's search p50 / p95 and
+one, then the retrieval counts of each search's first ten hits written, as recall's feedback
+does (older rows the index must leave out until it catches up; ``--no-feedback``: none).
+Three runs on fresh files: the FTS5 tables alone (the baseline), tantivy at the index's
+catch-up interval (``TEXT_CATCH_UP_S``: the searches come within it, so its index lags the
+rows just written, which FTS5 scores beside it), and tantivy caught up after every write
+(level, the writes paying a commit each). It prints each run's search p50 / p95 and
 batch p50, and the tantivy runs' search p95 against the baseline's.
 
 Run: ``.venv/bin/python -m benchmarks.lagging_search [--documents 100000] [--json]``.
@@ -28,7 +30,7 @@ from typing import Any
 
 from benchmarks.results import record
 from cogsub.core import IndexDocument
-from cogsub.index.ports import SearchFilters
+from cogsub.index.ports import DocumentPatch, SearchFilters
 from cogsub.index.sqlite import SqliteMemoryIndex
 from cogsub.index.sqlite.index import TEXT_CATCH_UP_S
 
@@ -36,6 +38,7 @@ DIMENSION = 8
 BANK = "bank"
 WORDS = [f"w{i}" for i in range(5_000)]
 WEIGHTS = [1.0 / (rank + 1) for rank in range(len(WORDS))]
+RETURNED = DocumentPatch(retrieval_count_increment=1)
 
 
 def document(rng: random.Random, number: int) -> IndexDocument:
@@ -81,11 +84,15 @@ async def run(args: argparse.Namespace, engine: str, catch_up_s: float) -> dict[
             await index.upsert([document(rng, number + i) for i in range(args.batch)])
             batches.append((time.perf_counter() - started) * 1000)
             number += args.batch
+            returned: dict[str, DocumentPatch] = {}
             for asked in range(args.searches):
                 query = queries[(turn * args.searches + asked) % len(queries)]
                 started = time.perf_counter()
-                await index.search_text(query, filters, size=50)
+                hits = await index.search_text(query, filters, size=50)
                 searches.append((time.perf_counter() - started) * 1000)
+                returned.update({hit.document.event_id: RETURNED for hit in hits[:10]})
+            if args.feedback:  # as recall counts what it returned: older rows written again
+                await index.update_many(BANK, returned)
         await index.close()
     return {
         "run": engine,
@@ -110,6 +117,7 @@ async def measure(args: argparse.Namespace) -> dict[str, Any]:
         "batch": args.batch,
         "batches": args.batches,
         "searches_per_batch": args.searches,
+        "feedback": args.feedback,
         "runs": runs,
     }
 
@@ -120,6 +128,12 @@ def parse(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument("--batch", type=int, default=20)
     parser.add_argument("--batches", type=int, default=50)
     parser.add_argument("--searches", type=int, default=4, help="searches after each batch")
+    parser.add_argument(
+        "--no-feedback",
+        dest="feedback",
+        action="store_false",
+        help="leave out the retrieval counts of each batch's first ten hits a search",
+    )
     parser.add_argument("--workdir", type=Path, default=None)
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args(argv)

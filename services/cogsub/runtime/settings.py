@@ -154,7 +154,7 @@ class IndexSettings(BaseModel):
         ge=0,
         description=(
             "seconds between two catch-ups of tantivy with the writes (0: after every"
-            " write); a bank changed since is searched through FTS5 until then"
+            " write); the rows of a bank written since are scored by FTS5 until then"
         ),
     )
 

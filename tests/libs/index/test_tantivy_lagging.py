@@ -3,14 +3,15 @@ holds, FTS5 scores those written since, and the two are merged (``tantivy_search
 
 from __future__ import annotations
 
+import json
 import sqlite3
 from pathlib import Path
 
 import pytest
 
 from cogsub.core.events import FactType
-from cogsub.index.ports import SearchFilters
-from cogsub.index.sqlite import tantivy_search
+from cogsub.index.ports import DocumentPatch, SearchFilters
+from cogsub.index.sqlite import tantivy_search, text
 from cogsub.index.sqlite.tantivy_search import rescoring_sql
 from cogsub.index.sqlite.text import TEXT_COLUMNS
 from tests.contract.index_contract import make_doc
@@ -86,3 +87,72 @@ def test_the_rows_written_since_filter_the_match_instead_of_seeking_each_id() ->
         )
     )
     assert "VIRTUAL TABLE INDEX 0:M3><" in plan, plan  # the match in a range, no rowid equality
+
+
+async def test_a_snapshot_older_than_the_store_is_answered_by_fts5(
+    path: Path, unique_name: str
+) -> None:
+    """A reader whose snapshot began before a catch-up must not see the rows it applied."""
+    index = opened(path, catch_up_s=0)
+    filters = SearchFilters(bank_id=unique_name)
+    try:
+        await index.upsert([make_doc(unique_name, "y", summary="amber lantern")])
+        reader = sqlite3.connect(path, isolation_level=None)
+        reader.execute("BEGIN")
+        reader.execute("SELECT seq FROM index_state").fetchone()  # the snapshot starts here
+        await index.upsert([make_doc(unique_name, "y", summary="cobalt kiln")])  # caught up
+        engine = index._text  # the tantivy store the index searches through
+        assert engine is not None
+        assert engine.rank(reader, ["kiln"], filters, 10) is None
+        assert [doc_id for doc_id, _ in text.rank_text(reader, ["lantern"], filters, 10)] != []
+        assert text.rank_text(reader, ["kiln"], filters, 10) == []  # FTS5, in the snapshot
+        reader.execute("COMMIT")
+        reader.close()
+    finally:
+        await index.close()
+
+
+def test_ids_are_read_as_the_run_written_last_and_a_few_sought() -> None:
+    new = list(range(1_000_000, 1_000_040, 3))
+    (only,) = tantivy_search._id_groups(new, "text_0")
+    assert only[1] == (new[0], new[-1], json.dumps(new))
+    scattered = [5, 9_000]
+    run, sought = tantivy_search._id_groups(scattered + new, "text_0")
+    assert run[1][:2] == (new[0], new[-1]) and sought == (
+        tantivy_search.seeking_sql("text_0"),
+        (json.dumps(scattered),),
+    )
+    many = list(range(0, 200_000, 5_000))  # 40 older rows, far apart
+    (whole,) = tantivy_search._id_groups(many + new, "text_0")
+    assert whole[1][:2] == (many[0], new[-1])  # too many to seek: one range over all
+
+
+async def test_a_bank_sharing_its_fts5_table_is_fts5s_while_its_index_lags(
+    path: Path, unique_name: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A shared table's bm25() counts other banks' rows: its scores are no match for tantivy's."""
+    monkeypatch.setattr(text, "TEXT_TABLES", 1)
+    index = opened(path, catch_up_s=60)
+    try:
+        banks = [unique_name, f"{unique_name}-other"]
+        await index.upsert([make_doc(bank, "a", summary="amber") for bank in banks])
+        answered = calls_of(monkeypatch, "rank", searches=True)
+        await index.upsert([make_doc(banks[0], "b", summary="amber kiln")])
+        assert await found(index, banks[0], "amber") == [f"{banks[0]}-a", f"{banks[0]}-b"]
+        assert answered == [None]
+    finally:
+        await index.close()
+
+
+async def test_a_row_whose_signals_changed_since_keeps_its_text(
+    path: Path, unique_name: str
+) -> None:
+    index = opened(path, catch_up_s=60)
+    try:
+        await index.upsert([make_doc(unique_name, f"r{i}", summary=f"amber {i}") for i in range(4)])
+        await index.upsert([make_doc(unique_name, "new", summary="amber kiln")])  # owes it
+        await index.update(unique_name, f"{unique_name}-r1", DocumentPatch(retrieval_count=5))
+        assert len(await found(index, unique_name, "amber")) == 5
+        assert await found(index, unique_name, "kiln") == [f"{unique_name}-new"]
+    finally:
+        await index.close()

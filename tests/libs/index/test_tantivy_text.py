@@ -70,7 +70,7 @@ async def test_a_write_tantivy_never_saw_is_applied_when_the_index_is_opened_aga
     await index.upsert([make_doc(unique_name, "late", summary="kiwi harvest")])
     await index.delete(unique_name, f"{unique_name}-gone")
     await index.update(unique_name, f"{unique_name}-kept", DocumentPatch(add_tags=("fruit",)))
-    # tantivy is behind the file: FTS5 answers meanwhile, so the search is still right.
+    # tantivy is behind the file: FTS5 scores the rows it lacks, so the search is still right.
     assert await found(index, unique_name, "harvest") == [f"{unique_name}-late"]
     await index.close()
     monkeypatch.undo()

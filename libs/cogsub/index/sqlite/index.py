@@ -74,7 +74,7 @@ class SqliteMemoryIndex:
             indexes beside the file (``<name>.text/``, :mod:`.tantivy_text`) for the banks
             of at least ``large_bank`` documents, derived from the rows and brought level
             with them as a write returns, at most once per ``text_catch_up_s`` (FTS5
-            answers the smaller banks, and a written bank until then).
+            answers the smaller banks, and scores a bank's rows written until then).
         large_bank: With ``text_engine="tantivy"``, the documents a bank holds before
             tantivy indexes it (0: every bank).
         text_catch_up_s: With ``text_engine="tantivy"``, the seconds between two

@@ -56,7 +56,7 @@ import tantivy
 
 from cogsub.index.ports import SearchFilters
 from cogsub.index.sqlite.columns import STORED_DETAIL
-from cogsub.index.sqlite.tantivy_query import en_stem
+from cogsub.index.sqlite.tantivy_query import en_stem, text_query
 from cogsub.index.sqlite.tantivy_search import search_bank
 from cogsub.sqlite_support import transaction
 
@@ -178,6 +178,7 @@ class TantivyText:
         # The banks the state names: one of them missing from ``_indexes`` failed to open.
         self._named: frozenset[str] = frozenset()
         self._seen_seq = -1  # the SQLite seq the indexes answer for
+        self._applying_to = -1  # the seq a catch-up on the writer thread applies
         # Banks whose searcher may predate another instance's commit: reloaded when searched.
         self._stale: frozenset[str] = frozenset()
         self._refresh_lock = threading.Lock()
@@ -284,6 +285,7 @@ class TantivyText:
             # Banks whose directory is gone or unreadable start afresh too.
             rebuilt |= {bank for bank in state.banks if bank not in indexes}
             full = {bank: _bank_rows(conn, bank) for bank in rebuilt}
+        self._applying_to = seq  # before any reload: searches of older snapshots go to FTS5
         gone = self._write_banks(state, indexes, by_bank, full)
         state_seq, state.seq = state.seq, seq
         self._sized_to = seq
@@ -442,16 +444,13 @@ class TantivyText:
         if found is None or isinstance(found, _Behind):
             return None
         index, behind_since = found
-        return search_bank(
-            index,
-            self._schema,
-            self._analyzer,
-            conn,
-            terms,
-            filters,
-            size,
-            behind_since=behind_since,
-        )
+        searcher = index.searcher()
+        # Taken before this check: a catch-up says what it applies before it reloads a bank.
+        (seq,) = conn.execute("SELECT seq FROM index_state").fetchone()
+        if seq < max(self._seen_seq, self._applying_to):
+            return None  # the store holds commits newer than this snapshot: FTS5 answers it
+        query = text_query(self._schema, self._analyzer, searcher, terms, filters)
+        return search_bank(searcher, query, conn, terms, filters, size, behind_since=behind_since)
 
     def _searchable(
         self, conn: sqlite3.Connection, bank_id: str

@@ -117,9 +117,9 @@ def rank_text(
     """``(doc_id, bm25)`` of the best ``size`` rows for the OR of ``terms``, best first.
 
     A connection carrying a text engine (``IndexConnection.text_engine``) asks it instead;
-    while the engine lacks some of the snapshot's commits (another process's writer is
-    between its SQLite commit and the engine's, or died there), the FTS5 tables, written
-    in the rows' own transaction, answer.
+    when the engine cannot answer for the snapshot (its bank has no index there, too many
+    of its rows are newer than the engine's, or the engine holds commits newer than the
+    snapshot), the FTS5 tables, written in the rows' own transaction, answer.
     """
     engine = getattr(conn, "text_engine", None)
     if engine is not None:
