@@ -114,17 +114,15 @@ async def test_a_snapshot_older_than_the_store_is_answered_by_fts5(
 
 def test_ids_are_read_as_the_run_written_last_and_a_few_sought() -> None:
     new = list(range(1_000_000, 1_000_040, 3))
-    (only,) = tantivy_search._id_groups(new, "text_0")
-    assert only[1] == (new[0], new[-1], json.dumps(new))
+    assert tantivy_search.id_groups(frozenset(new), "text_0") == [
+        (tantivy_search.rescoring_sql("text_0"), (new[0], new[-1], json.dumps(new)))
+    ]
     scattered = [5, 9_000]
-    run, sought = tantivy_search._id_groups(scattered + new, "text_0")
-    assert run[1][:2] == (new[0], new[-1]) and sought == (
-        tantivy_search.seeking_sql("text_0"),
-        (json.dumps(scattered),),
-    )
-    many = list(range(0, 200_000, 5_000))  # 40 older rows, far apart
-    (whole,) = tantivy_search._id_groups(many + new, "text_0")
-    assert whole[1][:2] == (many[0], new[-1])  # too many to seek: one range over all
+    run, sought = tantivy_search.id_groups(frozenset(scattered + new), "text_0") or []
+    assert run[1][:2] == (new[0], new[-1])
+    assert sought == (tantivy_search.seeking_sql("text_0"), (json.dumps(scattered),))
+    many = list(range(0, 5_000 * (tantivy_search.SOUGHT_ONE_BY_ONE + 1), 5_000))  # far apart
+    assert tantivy_search.id_groups(frozenset(many + new), "text_0") is None  # FTS5's
 
 
 async def test_a_bank_sharing_its_fts5_table_is_fts5s_while_its_index_lags(

@@ -5,7 +5,9 @@ the index has not caught up with yet (``catch_up_s`` puts catch-ups off by up to
 second), those rows, and only those, are scored by the bank's FTS5 table, written in
 their own transaction, and merged with the index's answer from which their older
 versions are left out: every search answers the snapshot, and a bank written without
-pause stays on tantivy. Past ``LAGGING_ROWS`` changed rows FTS5 answers the whole search.
+pause stays on tantivy. Past ``LAGGING_ROWS`` changed rows, or ``SOUGHT_ONE_BY_ONE`` older
+ones among them (a recall's retrieval counts write old rows again), FTS5 answers the whole
+search: reading them would cost as much.
 """
 
 from __future__ import annotations
@@ -22,8 +24,11 @@ from cogsub.index.text_query import fts5_match
 
 __all__ = [
     "LAGGING_ROWS",
+    "SOUGHT_ONE_BY_ONE",
+    "IdGroup",
     "WIDEN",
     "changed_since",
+    "id_groups",
     "ranked_in",
     "rescored",
     "rescoring_sql",
@@ -38,7 +43,9 @@ LAGGING_ROWS = 2_000
 #: Largest step between ids of one run of rows written last (other banks' rows between).
 _RUN_GAP = 4_096
 #: Older rows written since up to which each is sought in FTS5's match (~0.1 ms each).
-_SOUGHT_ONE_BY_ONE = 32
+SOUGHT_ONE_BY_ONE = 32
+#: A query reading some rows from an FTS5 table, and its parameters after the MATCH.
+IdGroup = tuple[str, tuple[object, ...]]
 _CHANGED_SINCE = "SELECT doc_id FROM documents WHERE seq > ? AND +bank_id = ? LIMIT ?"
 
 
@@ -82,37 +89,39 @@ def changed_since(conn: sqlite3.Connection, bank_id: str, seq: int) -> frozenset
 
 def rescored(
     conn: sqlite3.Connection,
-    table: str,
+    groups: list[IdGroup],
     terms: list[str],
     filters: SearchFilters,
-    doc_ids: frozenset[int],
 ) -> list[tuple[int, float]]:
-    """``(doc_id, bm25)`` of those of ``doc_ids`` that match ``terms`` and pass ``filters``,
-    scored by the bank's FTS5 ``table`` as a search of it would."""
+    """``(doc_id, bm25)`` of the rows of the ``id_groups`` that match ``terms`` and pass
+    ``filters``, scored by the bank's FTS5 table as a search of it would."""
     expression = fts5_match(terms)
-    if not doc_ids or expression is None:
+    if expression is None:
         return []
     matched: list[tuple[int, float]] = []
-    for sql, bounds in _id_groups(sorted(doc_ids), table):
+    for sql, bounds in groups:
         matched += conn.execute(sql, (expression, *bounds)).fetchall()
     scores = {int(doc_id): float(score) for doc_id, score in matched}
     kept = passing_rows(conn, scores, filters)
     return [(doc_id, score) for doc_id, score in scores.items() if doc_id in kept]
 
 
-def _id_groups(ids: list[int], table: str) -> list[tuple[str, tuple[object, ...]]]:
-    """Queries reading the ids cheaply, each with its parameters after the MATCH: the run of
-    ids written last (new rows, close together) as a range; a few older ones scattered
-    through the bank (a recall's retrieval counts) each sought; many, one range over all."""
-    start = len(ids) - 1
-    while start > 0 and ids[start] - ids[start - 1] <= _RUN_GAP:
+def id_groups(ids: frozenset[int], table: str) -> list[IdGroup] | None:
+    """Queries reading the ids from ``table`` cheaply, each with its parameters after the
+    MATCH: the run of ids written last (new rows, close together) as a range, and up to
+    ``SOUGHT_ONE_BY_ONE`` older ones scattered through the bank (a recall's retrieval
+    counts) each sought. ``None`` past that: a range over them all reads most of the bank's
+    match, FTS5's whole search costs no more."""
+    ordered = sorted(ids)
+    start = len(ordered) - 1
+    while start > 0 and ordered[start] - ordered[start - 1] <= _RUN_GAP:
         start -= 1
-    run, scattered = ids[start:], ids[:start]
-    if len(scattered) > _SOUGHT_ONE_BY_ONE:
-        run, scattered = ids, []
-    groups: list[tuple[str, tuple[object, ...]]] = [
-        (rescoring_sql(table), (run[0], run[-1], json.dumps(run)))
-    ]
+    run, scattered = ordered[start:], ordered[:start]
+    if len(scattered) > SOUGHT_ONE_BY_ONE:
+        return None
+    groups: list[IdGroup] = []
+    if run:
+        groups.append((rescoring_sql(table), (run[0], run[-1], json.dumps(run))))
     if scattered:
         groups.append((seeking_sql(table), (json.dumps(scattered),)))
     return groups
@@ -156,17 +165,20 @@ def search_bank(
     no term it holds), best first; ``behind_since``: the ``seq`` the index holds the bank
     to, when SQLite holds later rows of it. ``None``: too many rows changed since for this
     search to answer (FTS5 answers)."""
-    stale, table = frozenset[int](), ""
+    stale, groups = frozenset[int](), list[IdGroup]()
     if behind_since is not None:
         searched = searched_table(conn, filters.bank_id)
         changed = changed_since(conn, filters.bank_id, behind_since)
         if searched is None or not searched[1] or changed is None:
             return None  # past its share of an FTS5 table, or too many rows: FTS5 answers
-        table, stale = searched[0], changed
+        found = id_groups(changed, searched[0])
+        if found is None:
+            return None
+        stale, groups = changed, found
     if size == 0:
         return []
     ranked = [] if query is None else ranked_in(searcher, query, conn, filters, size, stale=stale)
-    if stale:
-        ranked += rescored(conn, table, terms, filters, stale)
+    if groups:
+        ranked += rescored(conn, groups, terms, filters)
         ranked = sorted(ranked, key=lambda hit: (-hit[1], hit[0]))[:size]
     return ranked
