@@ -556,7 +556,9 @@ async def test_a_version_3_file_s_text_tables_gain_the_detail_column(
 ) -> None:
     banks = [unique_name, f"{unique_name}-b"]
     expected = await four_a_bank_less_one(SqliteMemoryIndex(path, text_engine="fts5"), banks)
-    with sqlite3.connect(path) as conn:  # back to version 3: summary and tags alone
+    with sqlite3.connect(path) as conn:  # back to version 3: summary and tags alone, no text_seq
+        conn.execute("DROP INDEX documents_by_text_seq")
+        conn.execute("ALTER TABLE documents DROP COLUMN text_seq")
         for (number,) in conn.execute("SELECT DISTINCT text_table FROM text_tables").fetchall():
             table = f"text_{number}"
             conn.execute(f"ALTER TABLE {table} RENAME TO old_{number}")
@@ -585,6 +587,11 @@ async def test_a_version_3_file_s_text_tables_gain_the_detail_column(
         for (number,) in conn.execute("SELECT DISTINCT text_table FROM text_tables").fetchall():
             columns = conn.execute(f"SELECT * FROM text_{number} LIMIT 0").description
             assert [column[0] for column in columns] == ["summary", "tags", "detail"]
+        text_seqs = conn.execute("SELECT event_id, text_seq FROM documents").fetchall()
+        assert {seq is None for event_id, seq in text_seqs if event_id != f"{banks[1]}-long"} == {
+            True
+        }  # rows from before: nothing has changed their text since
+        assert dict(text_seqs)[f"{banks[1]}-long"] is not None
     conn.close()
 
 

@@ -15,7 +15,7 @@ from cogsub.index.sqlite import tantivy_search, text
 from cogsub.index.sqlite.tantivy_search import rescoring_sql
 from cogsub.index.sqlite.text import TEXT_COLUMNS
 from tests.contract.index_contract import make_doc
-from tests.libs.index.tantivy_store import calls_of
+from tests.libs.index.tantivy_store import calls_of, seqs
 from tests.libs.index.test_tantivy_text import found, opened
 
 
@@ -152,5 +152,26 @@ async def test_a_row_whose_signals_changed_since_keeps_its_text(
         await index.update(unique_name, f"{unique_name}-r1", DocumentPatch(retrieval_count=5))
         assert len(await found(index, unique_name, "amber")) == 5
         assert await found(index, unique_name, "kiln") == [f"{unique_name}-new"]
+        # Its signals alone changed: the index holds its text as it is, so it is not re-read.
+        assert _changed(path, unique_name) == {f"{unique_name}-new"}
+        await index.update(unique_name, f"{unique_name}-r2", DocumentPatch(add_tags=("kiln",)))
+        assert _changed(path, unique_name) == {f"{unique_name}-new", f"{unique_name}-r2"}
+        assert await found(index, unique_name, "kiln") == [
+            f"{unique_name}-new",
+            f"{unique_name}-r2",
+        ]
     finally:
         await index.close()
+
+
+def _changed(path: Path, bank: str) -> set[str]:
+    """The event ids of the rows a lagging search of ``bank`` reads from FTS5."""
+    _, store_seq = seqs(path)
+    with sqlite3.connect(path) as conn:
+        changed = tantivy_search.changed_since(conn, bank, store_seq) or frozenset()
+        found = conn.execute(
+            "SELECT event_id FROM documents WHERE doc_id IN (SELECT value FROM json_each(?))",
+            (json.dumps(sorted(changed)),),
+        ).fetchall()
+    conn.close()
+    return {event_id for (event_id,) in found}

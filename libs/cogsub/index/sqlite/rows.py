@@ -269,12 +269,12 @@ def decay_page(
 #: What a row's FTS entry holds, as stored on ``documents AS d`` (tags as JSON).
 _TEXT_OF_D = f"d.summary, d.tags, {STORED_DETAIL}"
 _INSERT_DOCUMENTS = (
-    "INSERT INTO documents (bank_id, fact_type, ts_us, importance_score, tags, seq,"
-    " summary, body, embedding, event_id, doc_id) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
+    "INSERT INTO documents (bank_id, fact_type, ts_us, importance_score, tags, seq, text_seq,"
+    " summary, body, embedding, event_id, doc_id) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
 )
 _UPDATE_DOCUMENT = (
     "UPDATE documents SET bank_id = ?, fact_type = ?, ts_us = ?, importance_score = ?,"
-    " tags = ?, seq = ?, summary = ?, body = ?, embedding = ? WHERE doc_id = ?"
+    " tags = ?, seq = ?, text_seq = ?, summary = ?, body = ?, embedding = ? WHERE doc_id = ?"
 )
 
 
@@ -384,7 +384,7 @@ def _columns(
     return (
         fact,
         tags,
-        (doc.bank_id, fact, ts_us, doc.importance_score, tags, seq, doc.summary, body, blob),
+        (doc.bank_id, fact, ts_us, doc.importance_score, tags, seq, seq, doc.summary, body, blob),
     )
 
 
@@ -400,7 +400,8 @@ def _write(
     if found is None:
         (doc_id,) = conn.execute(
             "INSERT INTO documents (bank_id, fact_type, ts_us, importance_score, tags, seq,"
-            " summary, body, embedding, event_id) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
+            " text_seq, summary, body, embedding, event_id)"
+            " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
             " RETURNING doc_id",
             (*values, doc.event_id),
         ).fetchone()

@@ -38,7 +38,8 @@ DOCUMENT_COLUMNS = """
     seq INTEGER NOT NULL,
     summary TEXT NOT NULL,
     body TEXT NOT NULL,
-    embedding BLOB NOT NULL
+    embedding BLOB NOT NULL,
+    text_seq INTEGER
 """
 
 SCHEMA = f"""
@@ -105,6 +106,7 @@ def migrate(conn: sqlite3.Connection) -> None:
     conn.executescript(f"BEGIN IMMEDIATE;{SCHEMA}COMMIT;")
     _split_text_by_bank(conn)
     _detail_in_text(conn)
+    _text_seq_column(conn)
 
 
 def _identity_per_bank(conn: sqlite3.Connection) -> None:
@@ -191,3 +193,13 @@ def _detail_in_text(conn: sqlite3.Connection) -> None:
 def _columns_of(conn: sqlite3.Connection, table: str) -> set[str]:
     cursor = conn.execute(f"SELECT * FROM {table} LIMIT 0")  # noqa: S608 - ours
     return {column[0] for column in cursor.description}
+
+
+def _text_seq_column(conn: sqlite3.Connection) -> None:
+    """Give a version-3 file ``documents.text_seq``: the write that last changed a row's
+    text, tags, type or time (``seq`` also counts writes of signals only). NULL for the
+    rows already there: nothing since has changed them. Indexed, as ``seq`` is."""
+    with transaction(conn, write=True):
+        if "text_seq" not in _columns_of(conn, "documents"):
+            conn.execute("ALTER TABLE documents ADD COLUMN text_seq INTEGER")
+        conn.execute("CREATE INDEX IF NOT EXISTS documents_by_text_seq ON documents (text_seq)")

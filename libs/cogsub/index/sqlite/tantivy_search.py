@@ -5,8 +5,9 @@ the index has not caught up with yet (``catch_up_s`` puts catch-ups off by up to
 second), those rows, and only those, are scored by the bank's FTS5 table, written in
 their own transaction, and merged with the index's answer from which their older
 versions are left out: every search answers the snapshot, and a bank written without
-pause stays on tantivy. Past ``LAGGING_ROWS`` changed rows, or ``SOUGHT_ONE_BY_ONE`` older
-ones among them (a recall's retrieval counts write old rows again), FTS5 answers the whole
+pause stays on tantivy. Rows whose signals alone were written since (a recall's retrieval
+counts) are the index's as they are (``documents.text_seq``). Past ``LAGGING_ROWS`` changed
+rows, or ``SOUGHT_ONE_BY_ONE`` older ones among them (retagged, say), FTS5 answers the whole
 search: reading them would cost as much.
 """
 
@@ -46,7 +47,7 @@ _RUN_GAP = 4_096
 SOUGHT_ONE_BY_ONE = 32
 #: A query reading some rows from an FTS5 table, and its parameters after the MATCH.
 IdGroup = tuple[str, tuple[object, ...]]
-_CHANGED_SINCE = "SELECT doc_id FROM documents WHERE seq > ? AND +bank_id = ? LIMIT ?"
+_CHANGED_SINCE = "SELECT doc_id FROM documents WHERE text_seq > ? AND +bank_id = ? LIMIT ?"
 
 
 def ranked_in(
@@ -78,9 +79,11 @@ def ranked_in(
 
 
 def changed_since(conn: sqlite3.Connection, bank_id: str, seq: int) -> frozenset[int] | None:
-    """The bank's rows written after ``seq``; ``None`` if more than ``LAGGING_ROWS``.
+    """The bank's rows whose text, tags, type or time changed after ``seq`` (``text_seq``:
+    not those whose signals alone were written since, which the index holds as they are);
+    ``None`` if more than ``LAGGING_ROWS``.
 
-    Read through the ``seq`` index ("+bank_id"): the rows of every bank written since,
+    Read through the ``text_seq`` index ("+bank_id"): the rows of every bank written since,
     which a catch-up keeps to about a second's writes.
     """
     rows = conn.execute(_CHANGED_SINCE, (seq, bank_id, LAGGING_ROWS + 1)).fetchall()
@@ -109,8 +112,8 @@ def rescored(
 def id_groups(ids: frozenset[int], table: str) -> list[IdGroup] | None:
     """Queries reading the ids from ``table`` cheaply, each with its parameters after the
     MATCH: the run of ids written last (new rows, close together) as a range, and up to
-    ``SOUGHT_ONE_BY_ONE`` older ones scattered through the bank (a recall's retrieval
-    counts) each sought. ``None`` past that: a range over them all reads most of the bank's
+    ``SOUGHT_ONE_BY_ONE`` older ones scattered through the bank (retagged, say) each
+    sought. ``None`` past that: a range over them all reads most of the bank's
     match, FTS5's whole search costs no more."""
     ordered = sorted(ids)
     start = len(ordered) - 1
