@@ -525,9 +525,12 @@ async def test_a_version_2_file_is_rebuilt_for_ids_per_bank(path: Path, unique_n
         conn.execute("DROP TABLE documents")
         columns = schema.DOCUMENT_COLUMNS.replace(
             "event_id TEXT NOT NULL,", "event_id TEXT NOT NULL UNIQUE,"
-        )
+        ).replace(",\n    text_seq INTEGER", "")  # (version 4 added it)
+        assert "text_seq" not in columns
         conn.execute(f"CREATE TABLE documents ({columns})")
-        conn.execute("INSERT INTO documents SELECT * FROM old_documents")
+        named = "doc_id, event_id, bank_id, fact_type, ts_us, importance_score, tags, seq,"
+        named += " summary, body, embedding"
+        conn.execute(f"INSERT INTO documents SELECT {named} FROM old_documents")
         conn.execute("DROP TABLE old_documents")
         conn.execute("DROP TABLE tombstones")
         conn.execute("CREATE TABLE tombstones (event_id TEXT PRIMARY KEY, seq INTEGER NOT NULL)")

@@ -196,10 +196,15 @@ def _columns_of(conn: sqlite3.Connection, table: str) -> set[str]:
 
 
 def _text_seq_column(conn: sqlite3.Connection) -> None:
-    """Give a version-3 file ``documents.text_seq``: the write that last changed a row's
+    """Give an older file ``documents.text_seq``: the write that last changed a row's
     text, tags, type or time (``seq`` also counts writes of signals only). NULL for the
     rows already there: nothing since has changed them. Indexed, as ``seq`` is."""
     with transaction(conn, write=True):
-        if "text_seq" not in _columns_of(conn, "documents"):
+        started = time.perf_counter()
+        added = "text_seq" not in _columns_of(conn, "documents")
+        if added:
             conn.execute("ALTER TABLE documents ADD COLUMN text_seq INTEGER")
         conn.execute("CREATE INDEX IF NOT EXISTS documents_by_text_seq ON documents (text_seq)")
+    if added:
+        elapsed_ms = round(1000 * (time.perf_counter() - started))
+        _log.info("index_text_seq_added", elapsed_ms=elapsed_ms)

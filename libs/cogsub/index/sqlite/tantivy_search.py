@@ -170,14 +170,17 @@ def search_bank(
     search to answer (FTS5 answers)."""
     stale, groups = frozenset[int](), list[IdGroup]()
     if behind_since is not None:
-        searched = searched_table(conn, filters.bank_id)
         changed = changed_since(conn, filters.bank_id, behind_since)
-        if searched is None or not searched[1] or changed is None:
-            return None  # past its share of an FTS5 table, or too many rows: FTS5 answers
-        found = id_groups(changed, searched[0])
-        if found is None:
-            return None
-        stale, groups = changed, found
+        if changed is None:
+            return None  # too many rows to read apart: FTS5 answers
+        if changed:  # (none: signals or deletes alone, which the index answers for as it is)
+            searched = searched_table(conn, filters.bank_id)
+            if searched is None or not searched[1]:
+                return None  # a shared FTS5 table's idf counts other banks: FTS5 answers
+            found = id_groups(changed, searched[0])
+            if found is None:
+                return None
+            stale, groups = changed, found
     if size == 0:
         return []
     ranked = [] if query is None else ranked_in(searcher, query, conn, filters, size, stale=stale)
