@@ -40,6 +40,7 @@ from typing import Any, TypeVar
 
 import httpx
 
+from cogsub.core.errors import UnavailableError
 from cogsub.sdk import MemoryClient
 
 DEFAULT_PUBLISH = "docker compose run --rm --no-deps -T ingestion cogsub publish -"
@@ -134,7 +135,8 @@ def poll(what: str, attempt: Callable[[], T | None], timeout_s: float) -> T:
     while True:
         try:
             value = attempt()
-        except (httpx.HTTPError, OSError, ValueError) as exc:
+        # UnavailableError: the SDK's "not reachable yet" (an API still starting, say).
+        except (httpx.HTTPError, OSError, ValueError, UnavailableError) as exc:
             value, last_error = None, f"{type(exc).__name__}: {exc}"
         if value is not None:
             return value

@@ -26,6 +26,7 @@ import pytest
 from scripts import fleet_smoke
 from scripts.fleet_smoke import SmokeFailure
 
+from cogsub.core.errors import UnavailableError
 from cogsub.core.events import ExperienceEvent
 
 COGSUB = [sys.executable, "-m", "cogsub.cli.main"]
@@ -70,6 +71,19 @@ def test_poll_names_the_step_and_the_last_error() -> None:
 
     with pytest.raises(SmokeFailure, match=r"the step: not done in 0s \(ConnectError: refused\)"):
         fleet_smoke.poll("the step", failing, timeout_s=0)
+
+
+def test_poll_waits_for_an_api_still_starting() -> None:
+    """The SDK says an API not listening yet with UnavailableError: the next attempt may pass."""
+    answers = iter([UnavailableError("cannot reach the memory API: refused"), "up"])
+
+    def starting() -> str:
+        answer = next(answers)
+        if isinstance(answer, Exception):
+            raise answer
+        return answer
+
+    assert fleet_smoke.poll("the step", starting, timeout_s=5) == "up"
 
 
 def test_a_rejecting_publish_command_fails_the_step() -> None:
