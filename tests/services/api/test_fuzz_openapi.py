@@ -466,7 +466,7 @@ def _holds_no_text(content: bytes | None) -> bool:
     except UnicodeEncodeError:
         return True
     except RecursionError:
-        return False
+        pass  # too deep to hold a key the check could name
     return False
 
 

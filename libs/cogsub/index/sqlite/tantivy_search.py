@@ -61,7 +61,8 @@ def ranked_in(
 ) -> list[tuple[int, float]]:
     """``(doc_id, score)`` of the best ``size`` rows the index holds that pass ``filters`` in
     ``conn``'s snapshot, leaving the ``stale`` ones (changed since) out; best first."""
-    # Most rows written since are new, in no index yet; widening covers the rest.
+    # Room for the stale rows the index still ranks (new rows are in no index yet), up to
+    # ``size`` more; widening covers the rest.
     wanted = size + min(len(stale), size)
     while True:
         found = searcher.search(query, wanted, count=False).hits
@@ -138,20 +139,21 @@ def rescoring_sql(table: str) -> str:
     rowid constraint ("rowid IN") FTS5 runs the whole match once per id instead (123
     against 1.6 ms for 1,000 ids in a 200,000-row table): ``seeking_sql``, for a few.
     """
-    return (
-        f"SELECT rowid, -bm25({table}, {BM25_WEIGHTS}) FROM {table}"  # noqa: S608 - ours
-        f" WHERE {table} MATCH ? AND rowid BETWEEN ? AND ?"
-        " AND +rowid IN (SELECT value FROM json_each(?))"
-    )
+    return f"{_scored(table)} AND rowid BETWEEN ? AND ? AND +rowid IN {_JSON_IDS}"
 
 
 def seeking_sql(table: str) -> str:
     """bm25() of the rows of ``table`` matching a MATCH expression among a few ids (a
     JSON list), each sought in the match: ~0.1 ms an id, whatever the bank's size."""
-    return (
-        f"SELECT rowid, -bm25({table}, {BM25_WEIGHTS}) FROM {table}"  # noqa: S608 - ours
-        f" WHERE {table} MATCH ? AND rowid IN (SELECT value FROM json_each(?))"
-    )
+    return f"{_scored(table)} AND rowid IN {_JSON_IDS}"
+
+
+_JSON_IDS = "(SELECT value FROM json_each(?))"
+
+
+def _scored(table: str) -> str:
+    """The rows of ``table`` a MATCH expression finds, with their bm25() as a search's."""
+    return f"SELECT rowid, -bm25({table}, {BM25_WEIGHTS}) FROM {table} WHERE {table} MATCH ?"  # noqa: S608 - ours
 
 
 def search_bank(

@@ -443,10 +443,9 @@ class TantivyText:
         found = self._searchable(conn, filters.bank_id)
         if found is None or isinstance(found, _Behind):
             return None
-        index, behind_since = found
+        index, behind_since, seq = found
         searcher = index.searcher()
         # Taken before this check: a catch-up says what it applies before it reloads a bank.
-        (seq,) = conn.execute("SELECT seq FROM index_state").fetchone()
         if seq < max(self._seen_seq, self._applying_to):
             return None  # the store holds commits newer than this snapshot: FTS5 answers it
         query = text_query(self._schema, self._analyzer, searcher, terms, filters)
@@ -454,7 +453,7 @@ class TantivyText:
 
     def _searchable(
         self, conn: sqlite3.Connection, bank_id: str
-    ) -> tuple[tantivy.Index, int | None] | None | _Behind:
+    ) -> tuple[tantivy.Index, int | None, int] | None | _Behind:
         """The bank's current index and, if the snapshot holds rows of the bank the store
         lacks, the ``seq`` it holds them to; ``None`` if it has none; ``_BEHIND`` if the
         store lags and the bank has no index to answer with.
@@ -485,7 +484,7 @@ class TantivyText:
                 return _BEHIND
         if found is None:
             return None if behind_since is None else _BEHIND
-        return found[1], behind_since
+        return found[1], behind_since, seq
 
     def _refresh(self, conn: sqlite3.Connection, *, retry: bool = False) -> None:
         """Take up what another instance committed to the store since (``state.json``).
